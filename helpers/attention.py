@@ -1,0 +1,201 @@
+"""Attention: softmax, scaled dot-product attention, masks, multi-head attention.
+
+Shapes follow PyTorch's batch-first convention:
+
+- queries ``q``: ``(..., n, d_k)``  (n queries)
+- keys    ``k``: ``(..., m, d_k)``  (m keys)
+- values  ``v``: ``(..., m, d_v)``
+- boolean ``mask``: broadcastable to ``(..., n, m)``, ``True`` = may attend
+  (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "MultiHeadAttention",
+    "MultiplicativeAttention",
+    "AdditiveAttention",
+    "dot_product_scores",
+    "copy_mha_to_torch",
+]
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Numerically stable softmax along ``dim`` (same shape as ``x``).
+
+    Subtracts the maximum along ``dim`` first, so ``exp`` never overflows;
+    the result is unchanged because softmax is shift-invariant.
+    A slice that is entirely ``-inf`` (every key masked) gives NaN, as in PyTorch.
+    """
+    x_max = x.amax(dim=dim, keepdim=True)
+    x_max = torch.where(torch.isfinite(x_max), x_max, torch.zeros_like(x_max))
+    exps = torch.exp(x - x_max)
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(d_k)) v, returning ``(out, weights)``.
+
+    q ``(..., n, d_k)``, k ``(..., m, d_k)``, v ``(..., m, d_v)``,
+    mask boolean broadcastable to ``(..., n, m)`` with ``True`` = may attend.
+    Returns out ``(..., n, d_v)`` and weights ``(..., n, m)`` (each row sums to 1).
+    """
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., n, m)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool(), float("-inf"))
+    weights = softmax(scores, dim=-1)  # (..., n, m)
+    return weights @ v, weights  # (..., n, d_v), (..., n, m)
+
+
+def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:
+    """Boolean ``(n, n)`` look-ahead mask: ``True`` on and below the diagonal.
+
+    Query i may attend to keys 0..i, never to a later position.
+    """
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
+    """Boolean ``(batch, 1, max_len)`` key mask from sequence lengths, ``True`` = real token.
+
+    Broadcasts against scores ``(batch, n, max_len)``; add a head axis with
+    ``.unsqueeze(1)`` for ``(batch, heads, n, max_len)``.
+    """
+    positions = torch.arange(max_len, device=lengths.device)  # (max_len,)
+    return (positions[None, :] < lengths[:, None])[:, None, :]  # (batch, 1, max_len)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first, with heads packed in one projection each.
+
+    ``MultiHeadAttention(d_model, num_heads)``; projections ``w_q``, ``w_k``,
+    ``w_v``, ``w_o`` are ``nn.Linear(d_model, d_model)``; head size
+    ``d_k = d_model // num_heads``.
+
+    ``forward(query, key, value, mask=None, need_weights=True)``:
+    query ``(batch, n, d_model)``, key and value ``(batch, m, d_model)``,
+    mask boolean broadcastable to ``(batch, heads, n, m)`` (``True`` = may attend;
+    a ``(n, m)`` or ``(batch, 1, m)`` mask is broadcast).
+    Returns ``(out, weights)``: out ``(batch, n, d_model)``, weights
+    ``(batch, heads, n, m)``. With ``need_weights=False`` the fused kernel
+    ``F.scaled_dot_product_attention`` runs and weights is ``None``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_k = d_model // num_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(batch, len, d_model)`` -> ``(batch, heads, len, d_k)``: view, then transpose."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.num_heads, self.d_k).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(batch, heads, len, d_k)`` -> ``(batch, len, d_model)``: transpose back, then reshape."""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        q = self.split_heads(self.w_q(query))  # (batch, heads, n, d_k)
+        k = self.split_heads(self.w_k(key))  # (batch, heads, m, d_k)
+        v = self.split_heads(self.w_v(value))  # (batch, heads, m, d_k)
+        if mask is not None:
+            mask = mask.bool()
+            if mask.dim() == 3:  # (batch, n or 1, m) -> (batch, 1, n or 1, m)
+                mask = mask.unsqueeze(1)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask)  # (batch, heads, n, d_k), (batch, heads, n, m)
+            if dropout_p > 0:
+                out = F.dropout(weights, dropout_p) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            weights = None
+        return self.w_o(self.merge_heads(out)), weights  # (batch, n, d_model)
+
+
+def copy_mha_to_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> nn.MultiheadAttention:
+    """Copy our ``w_q, w_k, w_v, w_o`` into ``nn.MultiheadAttention``'s packed layout.
+
+    PyTorch stacks the three input projections row-wise in ``in_proj_weight``
+    ``(3 * d_model, d_model)`` = [W_q; W_k; W_v] and keeps W_o in ``out_proj``.
+    """
+    if theirs.embed_dim != ours.d_model or theirs.num_heads != ours.num_heads:
+        raise ValueError(
+            f"shapes differ: ours d_model={ours.d_model}, heads={ours.num_heads}; "
+            f"theirs embed_dim={theirs.embed_dim}, heads={theirs.num_heads}"
+        )
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        if theirs.in_proj_bias is not None:
+            theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+            theirs.out_proj.bias.copy_(ours.w_o.bias)
+    return theirs
+
+
+def dot_product_scores(s: Tensor, h: Tensor) -> Tensor:
+    """Dot-product scores ``s^T h_i``: s ``(batch, d)``, h ``(batch, m, d)`` -> ``(batch, m)``."""
+    return (h @ s.unsqueeze(-1)).squeeze(-1)
+
+
+class MultiplicativeAttention(nn.Module):
+    """Multiplicative (Luong "general") scores ``s^T W h_i``.
+
+    ``forward(s, h)``: decoder state s ``(batch, d_s)``, encoder states
+    h ``(batch, m, d_h)`` -> scores ``(batch, m)``. Parameters: ``d_s * d_h``.
+    """
+
+    def __init__(self, d_s: int, d_h: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(d_h, d_s, bias=False)
+
+    def forward(self, s: Tensor, h: Tensor) -> Tensor:
+        return (self.W(h) @ s.unsqueeze(-1)).squeeze(-1)  # (batch, m)
+
+
+class AdditiveAttention(nn.Module):
+    """Additive (Bahdanau) scores ``v^T tanh(W1 h_i + W2 s)``.
+
+    ``forward(s, h)``: s ``(batch, d_s)``, h ``(batch, m, d_h)`` -> scores ``(batch, m)``.
+    Parameters: ``d_att * (d_h + d_s + 1)``.
+    """
+
+    def __init__(self, d_s: int, d_h: int, d_att: int) -> None:
+        super().__init__()
+        self.W1 = nn.Linear(d_h, d_att, bias=False)
+        self.W2 = nn.Linear(d_s, d_att, bias=False)
+        self.v = nn.Linear(d_att, 1, bias=False)
+
+    def forward(self, s: Tensor, h: Tensor) -> Tensor:
+        hidden = torch.tanh(self.W1(h) + self.W2(s).unsqueeze(1))  # (batch, m, d_att)
+        return self.v(hidden).squeeze(-1)  # (batch, m)

@@ -1,0 +1,235 @@
+"""The machinery every exercise check shares.
+
+A check is a function decorated with ``@exercise("title")`` that receives the
+student's answer and raises:
+
+- ``NotAttempted`` (through ``require_attempt`` or ``call``) when the answer is
+  ``...`` or raises ``NotImplementedError``: the decorator prints a short
+  notice and returns ``False``;
+- ``ExerciseFailed`` naming the mistake for a wrong answer;
+- nothing for a right one: the decorator prints a success line and returns ``True``.
+
+Whatever else goes wrong inside a check (the student's code raising
+``RuntimeError`` on a shape mismatch, say) becomes an ``ExerciseFailed`` that
+says so: no raw traceback from the check's internals reaches the student.
+Checks run in a forked random state, so running (or skipping) one never
+changes the random numbers of the cells after it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "ExerciseFailed",
+    "NotAttempted",
+    "exercise",
+    "require_attempt",
+    "is_unattempted",
+    "call",
+    "expect_tensor",
+    "expect_shape",
+    "expect_finite",
+    "expect_close",
+    "expect_equal_answer",
+    "describe",
+    "use_reference",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ExerciseFailed(AssertionError):
+    """A wrong answer. The message names the mistake in the student's terms.
+
+    In Jupyter (IPython) only the message is shown, without the traceback
+    through the check's internals.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31mExerciseFailed\x1b[0m: {self}"]
+
+
+class NotAttempted(Exception):
+    """Raised inside a check when the answer is still the stub."""
+
+
+def is_unattempted(answer: object) -> bool:
+    """True for the generator's stubs: ``...`` (Ellipsis) or ``None``."""
+    return answer is Ellipsis or answer is None
+
+
+def require_attempt(answer: object, what: str = "the answer") -> None:
+    """Raise ``NotAttempted`` when ``answer`` is still ``...``."""
+    if is_unattempted(answer):
+        raise NotAttempted(f"replace the `...` of {what} with your answer")
+
+
+def describe(*tensors: object) -> str:
+    """Short description of inputs for messages: ``q (2, 3, 5), k (2, 4, 5)``-style."""
+    parts = []
+    for t in tensors:
+        if isinstance(t, Tensor):
+            parts.append(f"a tensor of shape {tuple(t.shape)}")
+        else:
+            parts.append(repr(t))
+    return ", ".join(parts)
+
+
+def call(fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:
+    """Call the student's function; turn its exceptions into the check's language.
+
+    ``NotImplementedError`` -> ``NotAttempted``; ``ExerciseFailed`` passes through;
+    any other exception -> ``ExerciseFailed`` naming the inputs and the error.
+    """
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if is_unattempted(fn):
+        raise NotAttempted(f"{name} is still `...`")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise NotAttempted(f"`{name}` still raises NotImplementedError: fill in its body") from None
+    except (ExerciseFailed, NotAttempted):
+        raise
+    except Exception as err:  # the student's code failed: report it, not our internals
+        inputs = what if what is not None else describe(*args, *kwargs.values())
+        raise ExerciseFailed(f"calling your `{name}` with {inputs} raised {type(err).__name__}: {err}") from None
+
+
+def expect_tensor(actual: object, name: str) -> Tensor:
+    """The answer must be a torch tensor (a numpy array is named as such)."""
+    if isinstance(actual, Tensor):
+        return actual
+    kind = type(actual).__name__
+    hint = " (convert with torch.from_numpy, or use torch operations)" if kind == "ndarray" else ""
+    raise ExerciseFailed(f"{name} should be a torch.Tensor, got {kind}{hint}")
+
+
+def _shape_message(got: tuple[int, ...], want: tuple[int, ...], name: str) -> str:
+    if len(got) != len(want):
+        return f"{name} has {len(got)} axes with shape {got}, expected {len(want)} axes with shape {want}"
+    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    axes = ", ".join(f"axis {i} has size {got[i]} but should be {want[i]}" for i in bad)
+    msg = f"{name} has the wrong shape: {axes} (got {got}, expected {want})"
+    if sorted(got) == sorted(want):
+        msg += "; the sizes are right but in the wrong order: an axis is swapped or a transpose is missing"
+    return msg
+
+
+def expect_shape(actual: Tensor, expected: Sequence[int], name: str) -> None:
+    """Raise naming the axis whose size is wrong."""
+    got, want = tuple(actual.shape), tuple(expected)
+    if got != want:
+        raise ExerciseFailed(_shape_message(got, want, name))
+
+
+def expect_finite(actual: Tensor, name: str, hint: str = "") -> None:
+    """Raise if ``actual`` holds NaN or inf."""
+    if actual.is_floating_point() and not torch.isfinite(actual).all():
+        n_nan = int(torch.isnan(actual).sum())
+        n_inf = int(torch.isinf(actual).sum())
+        raise ExerciseFailed(f"{name} contains {n_nan} NaN and {n_inf} inf values{': ' + hint if hint else ''}")
+
+
+def _close(a: Tensor, b: Tensor, atol: float, rtol: float, equal_nan: bool = False) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=equal_nan))
+
+
+def expect_close(
+    actual: object,
+    expected: Tensor,
+    name: str,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    mistakes: Mapping[str, Tensor | None] | None = None,
+    nonfinite_hint: str = "",
+) -> Tensor:
+    """Compare the student's tensor with the reference; explain any difference.
+
+    ``mistakes`` maps a message to the output a typical mistake would give; when
+    the answer matches one of them (same shape, within tolerance), that message
+    is raised. Otherwise the report says which axis has the wrong size, or where
+    values differ and by how much.
+    """
+    actual = expect_tensor(actual, name)
+    actual_d = actual.detach().to("cpu")
+    expected = expected.detach().to("cpu")
+    for message, wrong in (mistakes or {}).items():
+        if wrong is not None and _close(actual_d, wrong.detach().to("cpu"), atol, rtol, equal_nan=True) and not _close(wrong, expected, atol, rtol):
+            raise ExerciseFailed(f"{name}: {message}")
+    expect_shape(actual_d, expected.shape, name)
+    expect_finite(actual_d, name, nonfinite_hint)
+    if not _close(actual_d, expected, atol, rtol):
+        diff = (actual_d.double() - expected.double()).abs()
+        idx = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+        n_bad = int((diff > atol + rtol * expected.double().abs()).sum())
+        raise ExerciseFailed(
+            f"{name} differs from the reference in {n_bad} of {diff.numel()} entries; the largest difference is "
+            f"{diff.max().item():.4g} at index {idx}: you gave {actual_d[idx].item():.6g}, expected {expected[idx].item():.6g}"
+        )
+    return actual
+
+
+def expect_equal_answer(answer: object, expected: object, what: str, hints: Mapping[object, str] | None = None) -> None:
+    """For value answers (a shape tuple, a count): equal, or a hint for a known wrong value."""
+    require_attempt(answer, what)
+    normalised = tuple(answer) if isinstance(answer, (list, torch.Size)) else answer
+    want = tuple(expected) if isinstance(expected, (list, torch.Size)) else expected
+    if normalised == want:
+        return
+    for wrong, hint in (hints or {}).items():
+        if normalised == wrong:
+            raise ExerciseFailed(f"{what}: {answer!r} is not right: {hint}")
+    if isinstance(want, tuple) and isinstance(normalised, tuple) and all(isinstance(x, int) for x in normalised):
+        raise ExerciseFailed(_shape_message(normalised, want, what))
+    raise ExerciseFailed(f"{what}: {answer!r} is not right")
+
+
+def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
+    """Decorator that turns a check body into a student-facing check.
+
+    The body runs with torch's random state forked and seeded with ``seed``
+    (fresh but reproducible inputs; the notebook's own random stream is left
+    untouched). Returns ``True`` on success and ``False`` when not attempted.
+    """
+
+    def decorate(body: F) -> F:
+        @functools.wraps(body)
+        def check(*args: Any, **kwargs: Any) -> bool:
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(seed)
+                    body(*args, **kwargs)
+            except NotAttempted as why:
+                print(f"⏳ {title}: not attempted yet ({why}).")
+                return False
+            except ExerciseFailed as err:
+                raise ExerciseFailed(f"{title}: {err}") from None
+            except Exception as err:  # never let the check's internals reach the student
+                raise ExerciseFailed(f"{title}: your answer could not be checked: {type(err).__name__}: {err}") from None
+            print(f"✅ {title}: correct.")
+            return True
+
+        check.__signature__ = inspect.signature(body)  # type: ignore[attr-defined]
+        return check  # type: ignore[return-value]
+
+    return decorate
+
+
+def use_reference(reference: F, name: str | None = None) -> F:
+    """Announce that the notebook continues with the reference from ``helpers`` and return it.
+
+    Use after a check that returned ``False``::
+
+        if not check_softmax(softmax):
+            softmax = use_reference(helpers.attention.softmax)
+    """
+    label = name or f"{reference.__module__}.{getattr(reference, '__qualname__', reference)}"
+    print(f"   -> the cells below use the reference `{label}` until you finish this exercise.")
+    return reference

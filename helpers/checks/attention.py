@@ -1,0 +1,276 @@
+"""Checks for the attention exercises: softmax, scaled dot-product attention, causal mask, multi-head attention.
+
+Each compares the student's answer with PyTorch's own implementation on fresh
+random inputs of small, distinct sizes, and recognises the typical mistakes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from helpers.checks._core import (
+    ExerciseFailed,
+    NotAttempted,
+    call,
+    expect_close,
+    expect_shape,
+    expect_tensor,
+    exercise,
+    is_unattempted,
+)
+
+__all__ = [
+    "check_softmax",
+    "check_scaled_dot_product_attention",
+    "check_causal_mask",
+    "check_multi_head_attention",
+]
+
+_STABILITY_HINT = (
+    "exp overflowed or underflowed on large scores (around ±1000). Subtract the maximum of each slice "
+    "along `dim` (x.amax(dim, keepdim=True)) before exp: softmax does not change, exp never overflows"
+)
+
+
+@exercise("softmax")
+def check_softmax(softmax) -> None:
+    """Check ``softmax(x, dim=-1)`` against ``torch.softmax`` on several axes and large inputs."""
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    out = call(softmax, x, what="x of shape (2, 3, 4)")
+    expected = torch.softmax(x, dim=-1)
+    mistakes = {
+        "softmax over axis 0 instead of the last axis (`dim`)": torch.softmax(x, 0),
+        "softmax over axis 1 instead of the last axis (`dim`)": torch.softmax(x, 1),
+        "the exponentials are not divided by their sum along `dim`": torch.exp(x),
+        "normalised by the sum over the whole tensor, not along `dim`": torch.exp(x) / torch.exp(x).sum(),
+        "that is log-softmax (x - logsumexp); softmax is exp(x) / sum(exp(x))": torch.log_softmax(x, -1),
+        "normalised by the maximum instead of the sum of the exponentials": torch.exp(x) / torch.exp(x).amax(-1, keepdim=True),
+    }
+    expect_close(out, expected, "softmax(x) with the default dim", atol=1e-9, rtol=1e-7, mistakes=mistakes)
+    if out.dtype != x.dtype:
+        raise ExerciseFailed(f"softmax changed the dtype from {x.dtype} to {out.dtype}; keep the input's dtype")
+
+    for dim in (0, 1):
+        out_dim = call(softmax, x, dim=dim, what=f"x of shape (2, 3, 4) and dim={dim}")
+        ignored = {"the `dim` argument is ignored (softmax is always over the last axis)": torch.softmax(x, -1)}
+        expect_close(out_dim, torch.softmax(x, dim), f"softmax(x, dim={dim})", atol=1e-9, rtol=1e-7, mistakes=ignored)
+
+    x_1d = torch.randn(5, dtype=torch.float64)
+    expect_close(call(softmax, x_1d, dim=0, what="a 1-D x of shape (5,)"), torch.softmax(x_1d, 0), "softmax of a 1-D x", atol=1e-9, rtol=1e-7)
+
+    for dtype in (torch.float32, torch.float64):
+        # rows on very different scales: a global maximum underflows whole rows to 0/0
+        x_big = torch.randn(3, 4, dtype=dtype) * torch.tensor([[1000.0], [10.0], [-1000.0]], dtype=dtype)
+        out_big = expect_tensor(call(softmax, x_big, what=f"large {dtype} scores of shape (3, 4)"), "softmax(x) on large inputs")
+        expect_close(out_big, torch.softmax(x_big, -1), f"softmax on large {dtype} inputs", atol=1e-6, rtol=1e-5, nonfinite_hint=_STABILITY_HINT)
+
+
+def _sdpa_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return out, weights
+
+
+def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict[str, tuple[Tensor | None, Tensor | None]]:
+    """Outputs (out, weights) of typical wrong implementations."""
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    raw = q @ k.transpose(-2, -1)
+
+    def masked(scores: Tensor, fill: float = float("-inf"), m: Tensor | None = mask) -> Tensor:
+        return scores if m is None else scores.masked_fill(~m, fill)
+
+    def run(scores: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
+        w = torch.softmax(scores, dim)
+        return w @ v, w
+
+    mistakes: dict[str, tuple[Tensor | None, Tensor | None]] = {
+        "the scores are not divided by sqrt(d_k) (the missing 1/sqrt(d_k) scale)": run(masked(raw)),
+        "the scores are divided by d_k; divide by sqrt(d_k)": run(masked(raw / d_k)),
+        "the scores are scaled with d_v (the size of the values); the scale is 1/sqrt(d_k), d_k = q.shape[-1]": run(masked(raw / math.sqrt(d_v))),
+        "the scores are multiplied by sqrt(d_k); divide by it": run(masked(raw * math.sqrt(d_k))),
+        "softmax over the queries axis (-2); each query's weights over the keys (axis -1) must sum to 1": run(masked(raw / math.sqrt(d_k)), dim=-2),
+        "the weights are the scaled scores before softmax": ((masked(raw / math.sqrt(d_k), 0.0)) @ v, masked(raw / math.sqrt(d_k), 0.0)),
+    }
+    if mask is not None:
+        scaled = raw / math.sqrt(d_k)
+        mistakes["the mask is ignored: positions where mask is False must get weight 0"] = run(scaled)
+        mistakes[
+            "the mask is inverted: True means *may attend* here (as in F.scaled_dot_product_attention); "
+            "fill -inf where the mask is False"
+        ] = run(masked(scaled, m=~mask))
+        mistakes["masked scores were set to 0, not -inf, so masked keys still get weight after softmax"] = run(masked(scaled, 0.0))
+        w_after = torch.softmax(scaled, -1) * mask
+        mistakes["the mask was applied after softmax without renormalising, so rows no longer sum to 1"] = (w_after @ v, w_after)
+    return mistakes
+
+
+@exercise("scaled dot-product attention")
+def check_scaled_dot_product_attention(attention) -> None:
+    """Check ``attention(q, k, v, mask=None) -> (out, weights)`` against ``F.scaled_dot_product_attention``."""
+    cases: list[tuple[str, Tensor, Tensor, Tensor, Tensor | None]] = []
+    q, k, v = torch.randn(2, 3, 5, dtype=torch.float64), torch.randn(2, 4, 5, dtype=torch.float64), torch.randn(2, 4, 6, dtype=torch.float64)
+    cases.append(("q (2, 3, 5), k (2, 4, 5), v (2, 4, 6), no mask", q, k, v, None))
+    mask = torch.rand(2, 3, 4) > 0.4
+    mask[..., 0] = True  # every query may attend to at least one key
+    mask[..., 1] = False  # and is blocked from at least one
+    cases.append(("the same q, k, v with a boolean mask (2, 3, 4)", q, k, v, mask))
+    n = 4
+    x = torch.randn(2, 3, n, 5, dtype=torch.float64)
+    cases.append(("self-attention with heads, q = k (2, 3, 4, 5), v (2, 3, 4, 6), causal mask (4, 4)", x, x, torch.randn(2, 3, n, 6, dtype=torch.float64), torch.ones(n, n, dtype=torch.bool).tril()))
+    q_big = torch.randn(1, 3, 5, dtype=torch.float64) * 60
+    cases.append(("large scores, q (1, 3, 5) * 60", q_big, k[:1], v[:1], None))
+
+    for label, q, k, v, mask in cases:
+        if mask is None:
+            result = call(attention, q, k, v, what=label)
+        else:
+            result = call(attention, q, k, v, mask, what=label)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ExerciseFailed(f"with {label}: return a tuple (out, weights), got {type(result).__name__}")
+        out, weights = result
+        expected_out, expected_w = _sdpa_reference(q, k, v, mask)
+        if isinstance(out, Tensor) and out.shape == expected_w.shape and isinstance(weights, Tensor) and weights.shape == expected_out.shape and expected_out.shape != expected_w.shape:
+            raise ExerciseFailed(f"with {label}: out and weights are swapped; return (out, weights)")
+        if isinstance(weights, Tensor) and weights.shape == expected_w.transpose(-2, -1).shape != expected_w.shape:
+            expect_close(weights, expected_w.transpose(-2, -1), "weights", atol=1e-9)  # raises unless it is the transpose
+            raise ExerciseFailed(f"with {label}: the weights are transposed: they should be (..., n_queries, n_keys), computed as q @ k^T")
+        mistakes = _sdpa_mistakes(q, k, v, mask)
+        expect_close(weights, expected_w, f"weights with {label}", atol=1e-8, rtol=1e-6,
+                     mistakes={m: w for m, (_, w) in mistakes.items()},
+                     nonfinite_hint="subtract the row maximum inside softmax, and make sure every row has a key it may attend to")
+        expect_close(out, expected_out, f"out with {label}", atol=1e-8, rtol=1e-6,
+                     mistakes={m: o for m, (o, _) in mistakes.items()})
+
+
+@exercise("causal mask")
+def check_causal_mask(causal_mask) -> None:
+    """Check ``causal_mask(n)``: a boolean ``(n, n)`` tensor, ``True`` on and below the diagonal."""
+    for n in (1, 4, 5):
+        mask = expect_tensor(call(causal_mask, n, what=f"n={n}"), f"causal_mask({n})")
+        expected = torch.ones(n, n, dtype=torch.bool).tril()
+        expect_shape(mask, (n, n), f"causal_mask({n})")
+        if mask.dtype != torch.bool:
+            if mask.is_floating_point() and torch.isinf(mask).any():
+                raise ExerciseFailed(
+                    f"causal_mask({n}) is an additive float mask (0 and -inf); return the boolean form, True = may attend"
+                )
+            raise ExerciseFailed(f"causal_mask({n}) has dtype {mask.dtype}; return a boolean tensor (torch.bool), True = may attend")
+        if torch.equal(mask, expected):
+            continue
+        if torch.equal(mask, ~expected):
+            raise ExerciseFailed(
+                "the mask is inverted: True marks *blocked* positions here (nn.MultiheadAttention's convention); "
+                "this course uses True = may attend, on and below the diagonal"
+            )
+        if torch.equal(mask, expected.T):
+            raise ExerciseFailed("True sits on and above the diagonal (triu): that lets a token see the future; use the lower triangle (tril)")
+        if torch.equal(mask, torch.ones(n, n, dtype=torch.bool).tril(-1)):
+            raise ExerciseFailed("the diagonal is False: a token must be able to attend to itself (use tril(), not tril(-1))")
+        if torch.equal(mask, torch.ones(n, n, dtype=torch.bool).triu(1)):
+            raise ExerciseFailed("True above the diagonal marks blocked positions (nn.MultiheadAttention's convention); here True = may attend")
+        wrong = [tuple(int(i) for i in ij) for ij in torch.nonzero(mask != expected)[:3]]
+        raise ExerciseFailed(f"causal_mask({n}) is wrong at (query, key) = {wrong}: query i may attend to keys 0..i")
+
+
+# ---------------------------------------------------------------- multi-head attention
+
+def _torch_mha(module: nn.Module, d_model: int, heads: int) -> nn.MultiheadAttention:
+    bias = module.w_q.bias is not None
+    ref = nn.MultiheadAttention(d_model, heads, bias=bias, batch_first=True).double()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([module.w_q.weight, module.w_k.weight, module.w_v.weight]))
+        ref.out_proj.weight.copy_(module.w_o.weight)
+        if bias:
+            ref.in_proj_bias.copy_(torch.cat([module.w_q.bias, module.w_k.bias, module.w_v.bias]))
+            ref.out_proj.bias.copy_(module.w_o.bias)
+    return ref
+
+
+def _mha_variant(module: nn.Module, heads: int, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, mistake: str) -> tuple[Tensor, Tensor]:
+    """Multi-head attention with one deliberate mistake, using the student's weights."""
+    b, n, d = query.shape
+    m = key.shape[1]
+    d_k = d // heads
+
+    def split(x: Tensor, length: int) -> Tensor:
+        if mistake == "no_transpose_split":
+            return x.reshape(b, heads, length, d_k)
+        return x.view(b, length, heads, d_k).transpose(1, 2)
+
+    q, k, v = split(module.w_q(query), n), split(module.w_k(key), m), split(module.w_v(value), m)
+    scale = {"no_scale": 1.0, "sqrt_d_model": math.sqrt(d), "d_k": d_k}.get(mistake, math.sqrt(d_k))
+    scores = q @ k.transpose(-2, -1) / scale
+    if mask is not None and mistake != "mask_ignored":
+        scores = scores.masked_fill(mask if mistake == "mask_inverted" else ~mask, float("-inf"))
+    weights = torch.softmax(scores, -2 if mistake == "softmax_queries" else -1)
+    out = weights @ v
+    if mistake == "no_transpose_merge":
+        merged = out.reshape(b, n, d)
+    else:
+        merged = out.transpose(1, 2).reshape(b, n, d)
+    return (merged if mistake == "no_w_o" else module.w_o(merged)), weights
+
+
+_MHA_MISTAKES = {
+    "no_transpose_split": "heads split without a transpose: reshaping (batch, n, d_model) straight to (batch, heads, n, d_k) "
+    "mixes tokens across heads; view as (batch, n, heads, d_k), then transpose(1, 2)",
+    "no_transpose_merge": "heads merged without a transpose: (batch, heads, n, d_k) reshaped straight to (batch, n, d_model) "
+    "mixes heads across tokens; transpose(1, 2) first, then reshape",
+    "no_scale": "the scores are not divided by sqrt(d_k) (the missing 1/sqrt(d_k) scale)",
+    "sqrt_d_model": "the scores are divided by sqrt(d_model); each head's scale is 1/sqrt(d_k) with d_k = d_model / num_heads",
+    "d_k": "the scores are divided by d_k; divide by sqrt(d_k)",
+    "softmax_queries": "softmax over the queries axis; each query's weights over the keys (the last axis) must sum to 1",
+    "no_w_o": "the output projection w_o is not applied after merging the heads",
+    "mask_ignored": "the mask is ignored: positions where mask is False must get weight 0",
+    "mask_inverted": "the mask is inverted: True means *may attend* (F.scaled_dot_product_attention's convention, "
+    "the opposite of nn.MultiheadAttention's attn_mask)",
+}
+
+
+@exercise("multi-head attention")
+def check_multi_head_attention(MultiHeadAttention) -> None:
+    """Check a ``MultiHeadAttention(d_model, num_heads)`` class against ``nn.MultiheadAttention`` with copied weights."""
+    if is_unattempted(MultiHeadAttention):
+        raise NotAttempted("MultiHeadAttention is still `...`")
+    d_model, heads = 12, 3
+    module = call(MultiHeadAttention, d_model, heads, what=f"d_model={d_model}, num_heads={heads}")
+    if not isinstance(module, nn.Module):
+        raise ExerciseFailed(f"MultiHeadAttention({d_model}, {heads}) should be an nn.Module, got {type(module).__name__}")
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        layer = getattr(module, name, None)
+        if layer is None:
+            raise ExerciseFailed(f"the module has no attribute `{name}`: keep the four projections as nn.Linear attributes w_q, w_k, w_v, w_o")
+        if not isinstance(layer, nn.Linear):
+            raise ExerciseFailed(f"`{name}` should be an nn.Linear, got {type(layer).__name__}")
+        expect_shape(layer.weight, (d_model, d_model), f"{name}.weight")
+    module = module.double().eval()
+    ref = _torch_mha(module, d_model, heads).eval()
+
+    query = torch.randn(2, 3, d_model, dtype=torch.float64)
+    memory = torch.randn(2, 4, d_model, dtype=torch.float64)
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    cases = [
+        ("cross-attention: query (2, 3, 12), key = value (2, 4, 12), no mask", query, memory, None),
+        ("self-attention: x (2, 3, 12) with a causal mask (3, 3)", query, query, causal),
+    ]
+    with torch.no_grad():
+        for label, q_in, kv_in, mask in cases:
+            args = (q_in, kv_in, kv_in) if mask is None else (q_in, kv_in, kv_in, mask)
+            result = call(module, *args, what=label)
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise ExerciseFailed(f"with {label}: forward should return a tuple (out, weights), got {type(result).__name__}")
+            out, weights = result
+            want_out, want_w = ref(q_in, kv_in, kv_in, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
+            weights = expect_tensor(weights, "weights")
+            if weights.shape == want_w.mean(1).shape:
+                raise ExerciseFailed(f"with {label}: weights have shape {tuple(weights.shape)}, averaged over heads; return per-head weights (batch, heads, n, m) = {tuple(want_w.shape)}")
+            variants = {msg: _mha_variant(module, heads, q_in, kv_in, kv_in, mask, key) for key, msg in _MHA_MISTAKES.items()}
+            expect_close(weights, want_w, f"weights with {label}", atol=1e-8, rtol=1e-6, mistakes={m: w for m, (_, w) in variants.items()})
+            expect_close(out, want_out, f"out with {label}", atol=1e-8, rtol=1e-6, mistakes={m: o for m, (o, _) in variants.items()})

@@ -1,0 +1,58 @@
+"""Execute solution notebooks in place, so their committed outputs are current.
+
+    python -m helpers.execute                                  # every notebooks/solutions/NN_*.ipynb
+    python -m helpers.execute notebooks/solutions/01_*.ipynb   # some
+
+Runs each notebook top to bottom in a fresh kernel of this environment, with one
+thread (``OMP_NUM_THREADS=1``) so the printed numbers are the ones nbval will see,
+and reports each notebook's wall time. Cell timing metadata is not recorded, so
+re-executing an unchanged notebook gives an unchanged file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from helpers import ROOT
+
+__all__ = ["execute_notebook", "main"]
+
+
+def execute_notebook(path: Path, timeout: int = 600) -> float:
+    """Execute ``path`` in place; returns the wall time in seconds."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["PYTHONHASHSEED"] = "0"
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", record_timing=False, store_widget_state=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    paths = [Path(a).resolve() for a in args] or sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    for path in paths:
+        try:
+            seconds = execute_notebook(path)
+        except CellExecutionError as err:
+            print(f"error: {path.name} failed:\n{err}", file=sys.stderr)
+            return 1
+        print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

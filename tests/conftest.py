@@ -1,0 +1,28 @@
+"""Shared pytest set-up: one torch thread, float64 comparisons, helpers for check tests."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from helpers.checks import ExerciseFailed
+
+torch.set_num_threads(1)
+
+
+def assert_caught(check, answer, *phrases: str) -> str:
+    """Assert ``check(answer)`` raises ExerciseFailed whose message contains every phrase (case-insensitive)."""
+    with pytest.raises(ExerciseFailed) as info:
+        check(answer)
+    message = str(info.value)
+    for phrase in phrases:
+        assert re.search(re.escape(phrase), message, re.IGNORECASE), f"expected {phrase!r} in the message: {message}"
+    return message
+
+
+def assert_not_attempted(check, answer, capsys) -> None:
+    """Assert the check returns False and prints the not-attempted notice."""
+    assert check(answer) is False
+    assert "not attempted yet" in capsys.readouterr().out
