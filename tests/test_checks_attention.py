@@ -1,0 +1,267 @@
+"""The attention checks: right answers pass, stubs are "not attempted", typical wrong answers are named."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import helpers.attention as ref
+from helpers.checks import (
+    ExerciseFailed,
+    check_causal_mask,
+    check_multi_head_attention,
+    check_scaled_dot_product_attention,
+    check_softmax,
+)
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+# ------------------------------------------------------------------ softmax
+
+def test_softmax_reference_passes(capsys):
+    assert check_softmax(ref.softmax) is True
+    assert "correct" in capsys.readouterr().out
+    assert check_softmax(lambda x, dim=-1: torch.softmax(x, dim)) is True
+
+
+def test_softmax_stubs_are_not_attempted(capsys):
+    def softmax(x, dim=-1):
+        raise NotImplementedError
+
+    assert_not_attempted(check_softmax, softmax, capsys)
+    assert_not_attempted(check_softmax, ..., capsys)
+
+
+def _unstable(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim, keepdim=True)
+
+
+def _global_max(x, dim=-1):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim, keepdim=True)
+
+
+SOFTMAX_MISTAKES = [
+    (lambda x, dim=-1: torch.softmax(x, 0), "axis 0"),
+    (lambda x, dim=-1: torch.softmax(x, 1), "axis 1"),
+    (lambda x, dim=-1: torch.exp(x), "not divided by their sum"),
+    (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(), "whole tensor"),
+    (lambda x, dim=-1: torch.log_softmax(x, dim), "log-softmax"),
+    (lambda x, dim=-1: torch.softmax(x, -1), "`dim` argument is ignored"),
+    (_unstable, "overflow"),
+    (_global_max, "overflow"),
+    (lambda x, dim=-1: torch.softmax(x.float(), dim), "dtype"),
+    (lambda x, dim=-1: torch.softmax(x, dim).numpy(), "torch.Tensor"),
+    (lambda x, dim=-1: torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(x).amax(dim, keepdim=True), "differs"),
+    (lambda x, dim=-1: torch.softmax(x, dim).sum(dim), "axes"),
+]
+
+
+@pytest.mark.parametrize("wrong, phrase", SOFTMAX_MISTAKES)
+def test_softmax_mistakes_are_named(wrong, phrase):
+    assert_caught(check_softmax, wrong, "softmax", phrase)
+
+
+def test_softmax_crash_becomes_exercise_failed():
+    def crashes(x, dim=-1):
+        return x @ torch.ones(7)
+
+    message = assert_caught(check_softmax, crashes, "raised RuntimeError", "(2, 3, 4)")
+    assert "Traceback" not in message
+
+
+# ------------------------------------------------------------------ scaled dot-product attention
+
+def _sdpa(scale="sqrt", softmax_dim=-1, mask_mode="ok", transpose_weights=False, swap=False, k_t=False):
+    def attention(q, k, v, mask=None):
+        kt = k.T if k_t else k.transpose(-2, -1)
+        scores = q @ kt
+        d_k, d_v = q.shape[-1], v.shape[-1]
+        scores = {"sqrt": scores / math.sqrt(d_k), "none": scores, "d_k": scores / d_k, "d_v": scores / math.sqrt(d_v)}[scale]
+        if mask is not None:
+            if mask_mode == "ok":
+                scores = scores.masked_fill(~mask, float("-inf"))
+            elif mask_mode == "inverted":
+                scores = scores.masked_fill(mask, float("-inf"))
+            elif mask_mode == "zero":
+                scores = scores.masked_fill(~mask, 0.0)
+        weights = torch.softmax(scores, softmax_dim)
+        if mask is not None and mask_mode == "after":
+            weights = weights * mask
+        out = weights @ v
+        if transpose_weights:
+            weights = weights.transpose(-2, -1)
+        return (weights, out) if swap else (out, weights)
+
+    return attention
+
+
+def test_sdpa_reference_passes():
+    assert check_scaled_dot_product_attention(ref.scaled_dot_product_attention) is True
+    assert check_scaled_dot_product_attention(_sdpa()) is True
+
+
+def test_sdpa_stub_is_not_attempted(capsys):
+    def attention(q, k, v, mask=None):
+        raise NotImplementedError
+
+    assert_not_attempted(check_scaled_dot_product_attention, attention, capsys)
+
+
+SDPA_MISTAKES = [
+    (_sdpa(scale="none"), "missing 1/sqrt(d_k)"),
+    (_sdpa(scale="d_k"), "divided by d_k"),
+    (_sdpa(scale="d_v"), "d_v"),
+    (_sdpa(softmax_dim=-2), "softmax over the queries axis"),
+    (_sdpa(mask_mode="ignored"), "mask is ignored"),
+    (_sdpa(mask_mode="inverted"), "mask is inverted"),
+    (_sdpa(mask_mode="zero"), "not -inf"),
+    (_sdpa(mask_mode="after"), "without renormalising"),
+    (_sdpa(transpose_weights=True), "transposed"),
+    (_sdpa(swap=True), "swapped"),
+    (_sdpa(k_t=True), "raised RuntimeError"),
+    (lambda q, k, v, mask=None: (q @ k.transpose(-2, -1)), "tuple"),
+]
+
+
+@pytest.mark.parametrize("wrong, phrase", SDPA_MISTAKES)
+def test_sdpa_mistakes_are_named(wrong, phrase):
+    assert_caught(check_scaled_dot_product_attention, wrong, phrase)
+
+
+def test_sdpa_without_mask_parameter_is_reported():
+    def attention(q, k, v):
+        return ref.scaled_dot_product_attention(q, k, v)
+
+    assert_caught(check_scaled_dot_product_attention, attention, "TypeError")
+
+
+# ------------------------------------------------------------------ causal mask
+
+def test_causal_mask_reference_passes(capsys):
+    assert check_causal_mask(ref.causal_mask) is True
+    assert_not_attempted(check_causal_mask, ..., capsys)
+
+
+CAUSAL_MISTAKES = [
+    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "tril"),
+    (lambda n: ~torch.ones(n, n, dtype=torch.bool).tril(), "inverted"),
+    (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "blocked"),
+    (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "attend to itself"),
+    (lambda n: torch.ones(n, n).tril(), "boolean"),
+    (lambda n: torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf")), "additive"),
+    (lambda n: torch.ones(n, n + 1, dtype=torch.bool).tril(), "axis 1"),
+    (lambda n: torch.ones(n, n, dtype=torch.bool), "wrong at"),
+]
+
+
+@pytest.mark.parametrize("wrong, phrase", CAUSAL_MISTAKES)
+def test_causal_mask_mistakes_are_named(wrong, phrase):
+    assert_caught(check_causal_mask, wrong, phrase)
+
+
+# ------------------------------------------------------------------ multi-head attention
+
+def _make_mha(mistake: str | None = None, average: bool = False, no_attrs: bool = False):
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h, self.d_k = num_heads, d_model // num_heads
+            names = ("q", "k", "v", "o") if no_attrs else ("w_q", "w_k", "w_v", "w_o")
+            for name in names:
+                setattr(self, name, nn.Linear(d_model, d_model))
+            self.names = names
+
+        def forward(self, query, key, value, mask=None):
+            w_q, w_k, w_v, w_o = (getattr(self, n) for n in self.names)
+            b, n, d = query.shape
+            m = key.shape[1]
+
+            def split(x, length):
+                if mistake == "split":
+                    return x.reshape(b, self.h, length, self.d_k)
+                return x.view(b, length, self.h, self.d_k).transpose(1, 2)
+
+            q, k, v = split(w_q(query), n), split(w_k(key), m), split(w_v(value), m)
+            scale = math.sqrt(d) if mistake == "scale_d_model" else 1.0 if mistake == "no_scale" else math.sqrt(self.d_k)
+            scores = q @ k.transpose(-2, -1) / scale
+            if mask is not None and mistake != "mask_ignored":
+                scores = scores.masked_fill(mask if mistake == "mask_inverted" else ~mask, float("-inf"))
+            weights = torch.softmax(scores, -2 if mistake == "softmax" else -1)
+            out = weights @ v
+            merged = out.reshape(b, n, d) if mistake == "merge" else out.transpose(1, 2).reshape(b, n, d)
+            out = merged if mistake == "no_w_o" else w_o(merged)
+            return out, weights.mean(1) if average else weights
+
+    return MHA
+
+
+def test_mha_reference_passes(capsys):
+    assert check_multi_head_attention(ref.MultiHeadAttention) is True
+    assert check_multi_head_attention(_make_mha()) is True
+    assert_not_attempted(check_multi_head_attention, ..., capsys)
+
+
+def test_mha_stub_is_not_attempted(capsys):
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            raise NotImplementedError
+
+    assert_not_attempted(check_multi_head_attention, MHA, capsys)
+
+
+MHA_MISTAKES = [
+    ("split", "without a transpose"),
+    ("merge", "merged without a transpose"),
+    ("no_scale", "missing 1/sqrt(d_k)"),
+    ("scale_d_model", "sqrt(d_model)"),
+    ("softmax", "softmax over the queries"),
+    ("no_w_o", "w_o"),
+    ("mask_ignored", "mask is ignored"),
+    ("mask_inverted", "mask is inverted"),
+]
+
+
+@pytest.mark.parametrize("mistake, phrase", MHA_MISTAKES)
+def test_mha_mistakes_are_named(mistake, phrase):
+    assert_caught(check_multi_head_attention, _make_mha(mistake), phrase)
+
+
+def test_mha_structure_mistakes_are_named():
+    assert_caught(check_multi_head_attention, _make_mha(average=True), "averaged over heads")
+    assert_caught(check_multi_head_attention, _make_mha(no_attrs=True), "no attribute `w_q`")
+    assert_caught(check_multi_head_attention, lambda d, h: object(), "nn.Module")
+
+
+def test_check_never_leaks_internal_errors():
+    class Weird(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            for name in ("w_q", "w_k", "w_v", "w_o"):
+                setattr(self, name, nn.Linear(d_model, d_model))
+
+        def forward(self, query, key, value, mask=None):
+            return "out", "weights"
+
+    with pytest.raises(ExerciseFailed) as info:
+        check_multi_head_attention(Weird)
+    assert "torch.Tensor" in str(info.value)
+
+
+def test_checks_do_not_disturb_the_notebooks_random_stream():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check_softmax(ref.softmax)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_exercise_failed_renders_without_traceback():
+    err = ExerciseFailed("softmax: wrong axis")
+    assert err._render_traceback_() == ["\x1b[0;31mExerciseFailed\x1b[0m: softmax: wrong axis"]
+    assert isinstance(err, AssertionError)

@@ -1,0 +1,93 @@
+"""Conventions every notebook keeps (nbval itself executes them: see course.py's test command)."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+from helpers import ROOT
+from helpers.student import SETUP_CELL, student_path
+
+SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
+STUDENTS = [student_path(p) for p in SOLUTIONS]
+IDS = [p.stem for p in SOLUTIONS]
+MARKER = re.compile(r"#\s*NBVAL_\w+")
+
+
+def _read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def _code(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_there_are_notebooks_and_a_student_copy_for_each():
+    assert SOLUTIONS, "no solution notebooks found"
+    missing = [p.name for p in STUDENTS if not p.exists()]
+    assert not missing, f"student notebooks missing (run python -m helpers.student): {missing}"
+    extra = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} - {p.name for p in STUDENTS}
+    assert not extra, f"student notebooks without a solution: {sorted(extra)}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=IDS)
+def test_solution_notebook_conventions(path):
+    nb = _read(path)
+    nbformat.validate(nb)
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith(f"# {path.name[:2]}"), "first cell: '# NN · Title'"
+    for needed in ("colab-badge.svg", f"notebooks/solutions/{path.name}", "learn", "Prerequisites", "Time"):
+        assert needed.lower() in first.source.lower(), f"first markdown cell lacks {needed!r}"
+    code = _code(nb)
+    assert code[0].source == SETUP_CELL, "the first code cell must be helpers.student.SETUP_CELL"
+    assert code[1].source.startswith("# NBVAL_IGNORE_OUTPUT\n") and "helpers.setup(" in code[1].source
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=IDS)
+def test_solution_notebook_is_fully_executed_and_every_check_passes(path):
+    nb = _read(path)
+    for index, cell in enumerate(_code(nb)):
+        if not cell.source.strip():
+            continue
+        assert cell.execution_count is not None, f"code cell {index} was never executed: run python -m helpers.execute {path.name}"
+        for output in cell.outputs:
+            text = output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
+            assert "not attempted yet" not in text, f"code cell {index}: a check reports 'not attempted' in the solution"
+            assert output.output_type != "error" or "raises-exception" in cell.metadata.get("tags", []), f"code cell {index} raised"
+            assert not re.search(r"<matplotlib\.\w+\.\w+ (at|object at) 0x", text), f"code cell {index} shows a matplotlib repr: end it with plt.show()"
+            assert "image/svg+xml" not in output.get("data", {}), f"code cell {index} has an SVG output (nbval cannot compare it)"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=IDS)
+def test_nbval_markers_are_whole_comment_lines(path):
+    for index, cell in enumerate(_code(_read(path))):
+        for line in cell.source.splitlines():
+            if MARKER.search(line):
+                assert re.fullmatch(r"# NBVAL_(IGNORE_OUTPUT|SKIP|CHECK_OUTPUT|RAISES_EXCEPTION)", line.strip()), (
+                    f"code cell {index}: {line.strip()!r} must be a whole comment line such as '# NBVAL_IGNORE_OUTPUT'"
+                )
+
+
+@pytest.mark.parametrize("path", STUDENTS, ids=IDS)
+def test_student_notebook_has_no_solution_no_output_and_compiles(path):
+    nb = _read(path)
+    transform = TransformerManager().transform_cell
+    exercises = 0
+    for index, cell in enumerate(nb.cells):
+        assert "BEGIN SOLUTION" not in cell.source and "END SOLUTION" not in cell.source, f"cell {index} holds a solution"
+        if cell.cell_type != "code":
+            continue
+        assert cell.outputs == [] and cell.execution_count is None, f"code cell {index} has outputs"
+        compile(transform(cell.source), f"{path.name}[{index}]", "exec")
+        exercises += cell.source.count("NotImplementedError(\"Exercise") + cell.source.count("# YOUR ANSWER HERE")
+    assert exercises > 0, "a student notebook without any exercise"
+
+
+def test_readme_lists_every_notebook_with_a_colab_link():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in STUDENTS:
+        assert f"notebooks/{path.name}" in readme, f"README's course map lacks {path.name}"
