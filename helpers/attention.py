@@ -27,6 +27,12 @@ __all__ = [
     "AdditiveAttention",
     "dot_product_scores",
     "copy_mha_to_torch",
+    "split_heads",
+    "merge_heads",
+    "qkv_projections",
+    "score_matrix",
+    "attention_column_layout",
+    "mha_parameter_count",
 ]
 
 
@@ -58,6 +64,58 @@ def scaled_dot_product_attention(
         scores = scores.masked_fill(~mask.bool(), float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., n, m)
     return weights @ v, weights  # (..., n, d_v), (..., n, m)
+
+
+def qkv_projections(X, W_q, W_k, W_v):
+    """Row layout projections ``(Q, K, V) = (X @ W_q, X @ W_k, X @ W_v)``.
+
+    X ``(..., n, d_model)`` with one row per token; W_q, W_k ``(d_model, d_k)``,
+    W_v ``(d_model, d_v)``. Returns Q, K ``(..., n, d_k)`` and V ``(..., n, d_v)``.
+    Works for numpy arrays and torch tensors alike.
+    """
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+def score_matrix(Q, K, scale: bool = True):
+    """``Q @ K^T``, divided by ``sqrt(d_k)`` when ``scale``.
+
+    Q ``(..., n, d_k)``, K ``(..., m, d_k)`` -> scores ``(..., n, m)``; row i holds
+    query i's dot products with every key. Works for numpy arrays and torch tensors.
+    """
+    scores = Q @ K.swapaxes(-2, -1)  # (..., n, m)
+    return scores / math.sqrt(Q.shape[-1]) if scale else scores
+
+
+def attention_column_layout(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> Tensor:
+    """Attention with tokens as columns: X ``(d_model, n)``, W_q and W_k ``(d_k, d_model)``, W_v ``(d_v, d_model)``.
+
+    Q = W_q X ``(d_k, n)``, K = W_k X ``(d_k, n)``, V = W_v X ``(d_v, n)``;
+    A = softmax(K^T Q / sqrt(d_k)) over axis 0 (each column, one query, sums to 1) ``(n, n)``;
+    returns H = V A ``(d_v, n)``.
+    """
+    Q, K, V = W_q @ X, W_k @ X, W_v @ X  # (d_k, n), (d_k, n), (d_v, n)
+    A = torch.softmax(K.T @ Q / math.sqrt(Q.shape[0]), dim=0)  # (n keys, n queries)
+    return V @ A  # (d_v, n)
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """``(batch, n, d_model)`` -> ``(batch, heads, n, d_k)``: view as (batch, n, heads, d_k), then transpose(1, 2)."""
+    batch, n, d_model = x.shape
+    return x.view(batch, n, num_heads, d_model // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``(batch, heads, n, d_k)`` -> ``(batch, n, heads * d_k)``: transpose back, then reshape."""
+    batch, heads, n, d_k = x.shape
+    return x.transpose(1, 2).reshape(batch, n, heads * d_k)
+
+
+def mha_parameter_count(d_model: int, num_heads: int, bias: bool = True) -> int:
+    """Parameters of a multi-head attention layer: four (d_model, d_model) matrices, plus four bias vectors.
+
+    The count does not depend on ``num_heads``: the heads split the d_model features, they do not add weights.
+    """
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
 
 
 def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:
@@ -109,13 +167,11 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, d_model)`` -> ``(batch, heads, len, d_k)``: view, then transpose."""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.d_k).transpose(1, 2)
+        return split_heads(x, self.num_heads)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, heads, len, d_k)`` -> ``(batch, len, d_model)``: transpose back, then reshape."""
-        batch, _, length, _ = x.shape
-        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+        return merge_heads(x)
 
     def forward(
         self,

@@ -83,3 +83,11 @@ def test_nbval_catches_a_number_that_drifted(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 1, result.stdout[-2000:]
     assert "0.7500" in result.stdout and "0.7000" in result.stdout
+
+
+def test_committed_fixtures_are_what_their_generator_writes(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "data" / "make_fixtures.py"), str(tmp_path)], check=True, capture_output=True)
+    committed = sorted((ROOT / "data" / "fixtures").glob("*.json"))
+    assert [p.name for p in committed] == sorted(p.name for p in tmp_path.glob("*.json"))
+    for path in committed:
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from data/make_fixtures.py's output"

@@ -1,5 +1,258 @@
-"""Checks of notebook 05: sinusoidal positional encoding and layer norm."""
+"""Checks of notebook 05: sinusoidal positional encoding and layer norm.
+
+- ``check_positional_encoding(fn)``: ``fn(max_len, d_model) -> (max_len, d_model)``,
+  PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle);
+- ``check_layer_norm(fn)``: ``fn(x, gamma, beta, eps=1e-5)`` over the last axis,
+  compared with ``torch.nn.functional.layer_norm``.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from helpers.checks._core import (
+    ExerciseFailed,
+    call,
+    expect_close,
+    expect_shape,
+    expect_tensor,
+    exercise,
+)
+
+__all__ = ["check_positional_encoding", "check_layer_norm"]
+
+
+# ------------------------------------------------------------------ positional encoding
+
+def _pe(max_len: int, d_model: int, *, exponent=None, first: int = 0, order: str = "interleaved",
+        sin_even: bool = True, divide: bool = True) -> Tensor:
+    """Sinusoidal encodings, correct by default; the keyword arguments reproduce typical slips.
+
+    ``exponent(pair, feature)`` gives the exponent e of 10000^e for each feature
+    (pair index i = feature // 2); ``first`` is the first position; ``order`` is
+    ``"interleaved"`` (sin, cos, sin, cos...) or ``"halves"`` (all sines, then all cosines).
+    """
+    pos = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    feature = torch.arange(d_model, dtype=torch.float64)  # (d_model,)
+    pair = torch.div(feature, 2, rounding_mode="floor")
+    if order == "halves":
+        pair = feature % (d_model // 2)
+    e = (2 * pair / d_model) if exponent is None else exponent(pair, feature)
+    freq = 10000.0 ** (-e) if divide else 10000.0 ** e  # (d_model,)
+    angle = pos * freq  # (max_len, d_model)
+    is_sin = (feature % 2 == 0) if order == "interleaved" else (feature < d_model // 2)
+    if not sin_even:
+        is_sin = ~is_sin
+    return torch.where(is_sin, torch.sin(angle), torch.cos(angle))
+
+
+def _pe_from_freq(max_len: int, d_model: int, freq: Tensor) -> Tensor:
+    """Interleaved encodings with one frequency per pair ``freq`` (d_model/2,)."""
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * freq  # (max_len, d_model/2)
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return pe
+
+
+def _pe_mistakes(max_len: int, d_model: int) -> dict[str, Tensor]:
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
+    return {
+        "sines and cosines are swapped: sin goes on the even features (0, 2, 4, ...), cos on the odd ones":
+            _pe(max_len, d_model, sin_even=False),
+        "the halves are concatenated (all sines, then all cosines) instead of interleaved: "
+        "PE[:, 0::2] = sin, PE[:, 1::2] = cos":
+            _pe(max_len, d_model, order="halves"),
+        "the cosines come first in the concatenated halves, and the features should be interleaved (sin on even, cos on odd)":
+            _pe(max_len, d_model, order="halves", sin_even=False),
+        "the odd features use their own index in the exponent, 10000^((2i+1)/d_model); "
+        "a sin/cos pair shares one frequency, 10000^(2i/d_model) with i the pair index":
+            _pe(max_len, d_model, exponent=lambda pair, feature: feature / d_model),
+        "the feature index j was used where the pair index i belongs: the exponent is 2i/d_model with i = j // 2, "
+        "so features 2i and 2i+1 share 10000^(2i/d_model)":
+            _pe(max_len, d_model, exponent=lambda pair, feature: 2 * feature / d_model),
+        "the exponent is missing its factor 2: it is 2i/d_model, not i/d_model":
+            _pe(max_len, d_model, exponent=lambda pair, feature: pair / d_model),
+        "the pair index is counted from 1: the first pair (i = 0) has frequency 1 (exponent 0)":
+            _pe(max_len, d_model, exponent=lambda pair, feature: 2 * (pair + 1) / d_model),
+        "positions are counted from 1: the first row is position 0, with PE[0] = [0, 1, 0, 1, ...]":
+            _pe(max_len, d_model, first=1),
+        "pos is multiplied by 10000^(2i/d_model) instead of divided by it (the exponent's sign is flipped)":
+            _pe(max_len, d_model, divide=False),
+        "the exponent 2i/d_model was computed with integer division (//), so it is 0 for every pair: "
+        "use float division":
+            _pe(max_len, d_model, exponent=lambda pair, feature: torch.zeros_like(feature)),
+        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log10(10000) = 4":
+            _pe_from_freq(max_len, d_model, torch.exp(-two_i * 4.0 / d_model)),
+        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log2(10000)":
+            _pe_from_freq(max_len, d_model, torch.exp(-two_i * math.log2(10000.0) / d_model)),
+        "the base is e instead of 10000: the frequencies are 1 / 10000^(2i/d_model) = exp(-2i ln(10000) / d_model)":
+            _pe_from_freq(max_len, d_model, torch.exp(-two_i / d_model)),
+        "the base is 1000 instead of 10000":
+            _pe_from_freq(max_len, d_model, 1000.0 ** (-two_i / d_model)),
+        "the angles are in degrees: torch.sin and torch.cos take radians, do not convert":
+            _pe_from_freq(max_len, d_model, 10000.0 ** (-two_i / d_model) * math.pi / 180),
+    }
+
+
+def _pe_generic(out: Tensor, expected: Tensor, name: str) -> str:
+    """Say which rows (positions) and columns (features) differ, and whether even or odd features."""
+    diff = (out.detach().double() - expected).abs() > _PE_ATOL
+    cols = torch.nonzero(diff.any(0)).flatten().tolist()
+    rows = torch.nonzero(diff.any(1)).flatten().tolist()
+    parity = ""
+    if cols and all(c % 2 == 1 for c in cols):
+        parity = " (only odd features, the cosines, are wrong)"
+    elif cols and all(c % 2 == 0 for c in cols):
+        parity = " (only even features, the sines, are wrong)"
+    row0 = ""
+    if 0 in rows:
+        row0 = f"; row 0 (position 0) should be [0, 1, 0, 1, ...], you gave {[round(v, 4) for v in out[0, :6].tolist()]}"
+    d = (out.detach().double() - expected).abs()
+    idx = tuple(int(i) for i in torch.nonzero(d == d.max())[0])
+    return (
+        f"{name} differs in features {cols[:8]}{'...' if len(cols) > 8 else ''}{parity} at positions "
+        f"{rows[:8]}{'...' if len(rows) > 8 else ''}; the largest difference is {d.max().item():.4g} at (pos, feature) = {idx}: "
+        f"you gave {out[idx].item():.6g}, expected {expected[idx].item():.6g}{row0}"
+    )
+
+
+_PE_ATOL = 1e-4
+
+
+@exercise("sinusoidal positional encoding")
+def check_positional_encoding(sinusoidal_positional_encoding) -> None:
+    """Check ``sinusoidal_positional_encoding(max_len, d_model)`` against the formula of "Attention Is All You Need"."""
+    for max_len, d_model in ((7, 6), (50, 16), (3, 10)):
+        label = f"max_len={max_len}, d_model={d_model}"
+        name = f"sinusoidal_positional_encoding({max_len}, {d_model})"
+        out = expect_tensor(call(sinusoidal_positional_encoding, max_len, d_model, what=label), name)
+        if not out.is_floating_point():
+            raise ExerciseFailed(f"{name} has dtype {out.dtype}; return a floating-point tensor (float32 or float64)")
+        expected = _pe(max_len, d_model)  # (max_len, d_model), float64
+        got = tuple(out.shape)
+        if got != (max_len, d_model):
+            if got == (d_model, max_len):
+                raise ExerciseFailed(f"{name} has shape {got}: rows are positions and columns features, (max_len, d_model) = {(max_len, d_model)}")
+            if got in ((1, max_len, d_model), (max_len, 1, d_model)):
+                raise ExerciseFailed(f"{name} has an extra axis of size 1, shape {got}; return (max_len, d_model) = {(max_len, d_model)}")
+            if got == (max_len, d_model // 2):
+                raise ExerciseFailed(f"{name} has shape {got}: only d_model/2 features; each pair i fills two features, 2i (sin) and 2i+1 (cos)")
+            expect_shape(out, (max_len, d_model), name)
+        try:  # float32 answers are fine: sin of angles up to ~50 is accurate to a few 1e-6 in float32
+            expect_close(out, expected, name, atol=_PE_ATOL, rtol=0, mistakes=_pe_mistakes(max_len, d_model))
+        except ExerciseFailed as err:
+            if "differs from the reference" in str(err):  # say which positions and features instead
+                raise ExerciseFailed(_pe_generic(out, expected, name)) from None
+            raise
+
+
+# ------------------------------------------------------------------ layer norm
+
+def _ln_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=False)
+    x_hat = (x - mean) / torch.sqrt(var + eps)
+    mistakes = {
+        "the variance is unbiased (divides by d - 1); layer norm uses the biased variance "
+        "(divide by d: x.var(-1, unbiased=False) or ((x - mean)**2).mean(-1))":
+            (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
+        "eps is added outside the square root; it belongs inside: (x - mean) / sqrt(var + eps)":
+            (x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
+        "eps is missing: divide by sqrt(var + eps), not by the standard deviation alone":
+            (x - mean) / torch.sqrt(var) * gamma + beta,
+        "the mean is not subtracted: x_hat = (x - mean) / sqrt(var + eps)":
+            x / torch.sqrt(var + eps) * gamma + beta,
+        "gamma and beta are forgotten: finish with x_hat * gamma + beta": x_hat,
+        "gamma and beta are swapped: the gain gamma multiplies, the bias beta is added": x_hat * beta + gamma,
+        "beta is forgotten: finish with x_hat * gamma + beta": x_hat * gamma,
+        "gamma is forgotten: finish with x_hat * gamma + beta": x_hat + beta,
+        "the 'variance' is the mean of x**2 without subtracting the mean (that is RMSNorm's statistic)":
+            (x - mean) / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * gamma + beta,
+        "that is RMSNorm (x / sqrt(mean(x**2) + eps) * gamma); layer norm subtracts the mean and divides by the standard deviation":
+            x / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * gamma,
+        "the standard deviation is unbiased (torch.std divides by d - 1) and eps is added outside the square root; "
+        "use the biased variance and sqrt(var + eps)":
+            (x - mean) / (x.std(-1, keepdim=True) + eps) * gamma + beta,
+        "the standard deviation is unbiased (torch.std divides by d - 1) and eps is missing; use sqrt(biased var + eps)":
+            (x - mean) / x.std(-1, keepdim=True) * gamma + beta,
+        "eps is squared: use sqrt(var + eps)":
+            (x - mean) / torch.sqrt(var + eps**2) * gamma + beta,
+        "the whole tensor is normalised at once; layer norm normalises each token over its features (the last axis)":
+            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * gamma + beta,
+    }
+    for axes, what in (((0,), "axis 0 (the batch): that is batch norm"), ((1,), "axis 1 (the tokens)"),
+                       ((0, 1), "axes 0 and 1 (batch and tokens): that is batch norm over a sequence")):
+        if x.dim() == 3:
+            m = x.mean(axes, keepdim=True)
+            v = x.var(axes, keepdim=True, unbiased=False)
+            mistakes[f"normalised over {what}; layer norm normalises over the last axis, the features of each token"] = (
+                (x - m) / torch.sqrt(v + eps) * gamma + beta
+            )
+    return mistakes
+
+
+def _ln_diagnosis(out: Tensor, x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> str:
+    """Undo gamma and beta and say what mean and variance the student's rows have over the last axis."""
+    x_hat = (out.detach().double() - beta) / gamma  # what the normalised x would be
+    mean = x_hat.mean(-1).flatten()[0].item()
+    var = x_hat.var(-1, unbiased=False).flatten()[0].item()
+    var_x = x.var(-1, unbiased=False).flatten()[0].item()
+    want_var = var_x / (var_x + eps)
+    return (
+        f"After undoing gamma and beta, the first token's features have mean {mean:.4g} and biased variance {var:.4g}; "
+        f"layer norm gives mean 0 and variance var / (var + eps) = {want_var:.4g} over the last axis of each token"
+    )
+
+
+def _ln_call(fn, *args, what: str, **kwargs) -> Tensor:
+    try:
+        return call(fn, *args, what=what, **kwargs)
+    except ExerciseFailed as err:
+        message = str(err)
+        if "must match the size" in message or "expanded size" in message:
+            raise ExerciseFailed(message + ". Did you forget keepdim=True in mean or var, so that (x - mean) broadcasts per token?") from None
+        raise
+
+
+@exercise("layer norm")
+def check_layer_norm(layer_norm) -> None:
+    """Check ``layer_norm(x, gamma, beta, eps=1e-5)`` against ``F.layer_norm`` over the last axis."""
+    d = 5
+    gamma = 1.0 + 0.5 * torch.randn(d, dtype=torch.float64)  # (5,)
+    beta = 0.5 * torch.randn(d, dtype=torch.float64)  # (5,)
+    x = 2.0 * torch.randn(2, 3, d, dtype=torch.float64) + torch.randn(2, 3, 1, dtype=torch.float64)  # (2, 3, 5)
+    x_tiny = 0.003 * torch.randn(2, 3, d, dtype=torch.float64)  # variance ~1e-5, comparable to eps
+    cases = [
+        ("x (2, 3, 5) with the default eps", x, None),
+        ("x (2, 3, 5) with eps=0.5", x, 0.5),
+        ("x (2, 3, 5) of tiny variance (~1e-5, as large as eps)", x_tiny, None),
+        ("x (4, 5), one row per token", torch.randn(4, d, dtype=torch.float64) * 3 + 1, None),
+    ]
+    for label, xi, eps in cases:
+        kwargs = {} if eps is None else {"eps": eps}
+        what = f"{label}, gamma and beta of shape (5,)"
+        # clones: an answer that works in place must not change the inputs the reference uses
+        out = expect_tensor(_ln_call(layer_norm, xi.clone(), gamma.clone(), beta.clone(), what=what, **kwargs), f"layer_norm on {label}")
+        e = 1e-5 if eps is None else eps
+        expected = F.layer_norm(xi, (d,), gamma, beta, e)
+        mistakes = _ln_mistakes(xi, gamma, beta, e)
+        if eps is not None:
+            mistakes["the `eps` argument is ignored (the default 1e-5 was used): use the eps you are given"] = F.layer_norm(xi, (d,), gamma, beta, 1e-5)
+        else:
+            for wrong_eps in (1e-6, 1e-8, 0.0, 1e-3):
+                mistakes[f"the default eps should be 1e-5 (as nn.LayerNorm), you used {wrong_eps:g}"] = F.layer_norm(xi, (d,), gamma, beta, wrong_eps)
+        if tuple(out.shape) == tuple(xi.shape[:-1]) or tuple(out.shape) == tuple(xi.shape[:-1]) + (1,):
+            raise ExerciseFailed(
+                f"layer_norm on {label} returned shape {tuple(out.shape)}: that is one number per token (a statistic?); "
+                f"return the normalised x, same shape as x {tuple(xi.shape)}"
+            )
+        try:
+            expect_close(out, expected, f"layer_norm on {label}", atol=1e-8, rtol=1e-6, mistakes=mistakes)
+        except ExerciseFailed as err:
+            if "differs from the reference" not in str(err):
+                raise
+            raise ExerciseFailed(f"{err}. {_ln_diagnosis(out, xi, gamma, beta, e)}") from None

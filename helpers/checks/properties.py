@@ -1,5 +1,259 @@
-"""Checks of notebook 03 (softmax temperature, properties of attention): the weight constructions."""
+"""Checks of notebook 03 (softmax temperature, properties of attention): the weight constructions.
+
+Notebook 03 gives every token a one-hot position: the input of attention is
+``[X | I_n]`` (content features, then n position features). The checks build the
+attention from the student's weights and compare its output with the target
+operation (a permutation of the tokens, ``nn.Conv1d``) on fresh random inputs.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import torch
+from torch import Tensor, nn
+
+from helpers.checks._core import (
+    ExerciseFailed,
+    call,
+    expect_close,
+    expect_tensor,
+    exercise,
+    is_unattempted,
+    NotAttempted,
+)
+
+
+__all__ = [
+    "check_hard_attention_beta",
+    "hard_attention_beta",
+    "check_permutation_projections",
+    "check_conv_head_weights",
+    "attention_with_positions",
+    "permutation_projections",
+    "conv_head_weights",
+]
+
+
+def attention_with_positions(X: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
+    """Single-head self-attention on ``[X | I_n]``: X ``(n, d)``; W_Q, W_K ``(d + n, d_k)``; W_V ``(d + n, d_v)``.
+
+    Returns the output ``(n, d_v)`` and the weights ``(n, n)``.
+    """
+    n = X.shape[0]
+    X_pos = torch.cat([X, torch.eye(n, dtype=X.dtype)], dim=1)  # (n, d + n)
+    Q, K, V = X_pos @ W_Q, X_pos @ W_K, X_pos @ W_V  # (n, d_k), (n, d_k), (n, d_v)
+    weights = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)  # (n, n)
+    return weights @ V, weights
+
+
+def permutation_projections(perm: Tensor, d: int, strength: float = 30.0) -> tuple[Tensor, Tensor, Tensor]:
+    """Reference: W_Q, W_K ``(d + n, n)`` and W_V ``(d + n, d)`` so that attention on ``[X | I_n]`` returns ``X[perm]``.
+
+    Query i is ``strength * e_perm[i]``, key j is ``strength * e_j``: only the pair
+    (i, perm[i]) scores high. W_V copies the content features and drops the positions.
+    """
+    perm = torch.as_tensor(perm)
+    n = perm.numel()
+    W_Q = torch.zeros(d + n, n, dtype=torch.float64)
+    W_Q[d + torch.arange(n), perm] = strength  # position i -> e_perm[i]
+    W_K = torch.zeros(d + n, n, dtype=torch.float64)
+    W_K[d:] = strength * torch.eye(n, dtype=torch.float64)  # position j -> e_j
+    W_V = torch.zeros(d + n, d, dtype=torch.float64)
+    W_V[:d] = torch.eye(d, dtype=torch.float64)  # content only
+    return W_Q, W_K, W_V
+
+
+def conv_head_weights(conv: nn.Conv1d) -> tuple[Tensor, Tensor]:
+    """Reference: the value weights ``(kernel_size, d_in, d_out)`` of the heads that rebuild ``conv``, and its bias ``(d_out,)``.
+
+    Head h attends to offset ``h - kernel_size // 2``; its values are ``x @ conv.weight[:, :, h].T``.
+    """
+    weight = conv.weight.detach()  # (d_out, d_in, kernel_size)
+    bias = conv.bias.detach() if conv.bias is not None else torch.zeros(weight.shape[0], dtype=weight.dtype)
+    return weight.permute(2, 1, 0), bias  # (kernel_size, d_in, d_out), (d_out,)
+
+
+def hard_attention_beta(scores: Tensor, eps: float = 0.01) -> float:
+    """Reference: the beta from notebook 03 that puts weight >= 1 - eps on the best key.
+
+    scores ``(m,)``; ``beta = ln((m - 1) / eps) / gap`` with ``gap`` the largest score
+    minus the second largest; ``math.inf`` when the two best scores tie.
+    """
+    top2 = torch.as_tensor(scores, dtype=torch.float64).topk(2).values
+    gap = (top2[0] - top2[1]).item()
+    if gap == 0:
+        return math.inf
+    return math.log((len(scores) - 1) / eps) / gap
+
+
+# ---------------------------------------------------------------- hard attention
+
+@exercise("the beta for hard attention")
+def check_hard_attention_beta(hard_attention_beta) -> None:
+    """Check ``hard_attention_beta(scores, eps) -> float``: ``ln((m - 1) / eps) / gap``, ``inf`` for a tie."""
+    if is_unattempted(hard_attention_beta):
+        raise NotAttempted("hard_attention_beta is still `...`")
+    cases = [(torch.randn(5, dtype=torch.float64) * 2, 0.01), (torch.randn(7, dtype=torch.float64), 0.05),
+             (torch.tensor([0.5, 3.0, -1.0, 2.0], dtype=torch.float64), 0.001)]
+    for scores, eps in cases:
+        label = f"scores {[round(v, 4) for v in scores.tolist()]} and eps={eps}"
+        answer = call(hard_attention_beta, scores.clone(), eps, what=label)
+        try:
+            beta = float(answer)
+        except (TypeError, ValueError):
+            raise ExerciseFailed(f"with {label}: return beta as a number (a float), got {type(answer).__name__}") from None
+        m = scores.numel()
+        ordered = scores.sort(descending=True).values
+        gap, spread = (ordered[0] - ordered[1]).item(), (ordered[0] - ordered[-1]).item()
+        right = math.log((m - 1) / eps) / gap
+        if math.isclose(beta, right, rel_tol=1e-6):
+            weight = torch.softmax(beta * scores, 0).max().item()
+            if weight < 1 - eps - 1e-12:  # cannot happen for the bound; kept as a guard
+                raise ExerciseFailed(f"with {label}: at beta={beta:.4g} the largest weight is only {weight:.4f}")
+            continue
+        mistakes = {
+            "the (m - 1) other keys are missing: the weight left for them is at most (m - 1) exp(-beta gap), so beta = ln((m - 1) / eps) / gap": math.log(1 / eps) / gap,
+            "that uses m; the bound counts the m - 1 *other* keys: beta = ln((m - 1) / eps) / gap": math.log(m / eps) / gap,
+            "that uses log base 10; the bound needs the natural logarithm (math.log)": math.log10((m - 1) / eps) / gap,
+            "the gap is the largest score minus the *second* largest, not minus the smallest": math.log((m - 1) / eps) / spread,
+            "that is the temperature 1/beta; return beta = ln((m - 1) / eps) / gap": gap / math.log((m - 1) / eps),
+            "beta is negative: the gap is the largest score minus the second largest (sort in descending order)": -right,
+            "eps and m - 1 are swapped inside the logarithm: ln((m - 1) / eps)": math.log(eps / (m - 1)) / gap,
+            "the logarithm is missing: beta = ln((m - 1) / eps) / gap": ((m - 1) / eps) / gap,
+            "that multiplies by the gap; divide by it: beta = ln((m - 1) / eps) / gap": math.log((m - 1) / eps) * gap,
+        }
+        for message, wrong in mistakes.items():
+            if math.isclose(beta, wrong, rel_tol=1e-6):
+                raise ExerciseFailed(f"with {label}: {message}")
+        raise ExerciseFailed(f"with {label}: beta = {beta:.6g}, expected ln((m - 1) / eps) / gap = {right:.6g} "
+                             f"(m = {m}, gap = {gap:.4f})")
+    tie = torch.tensor([1.0, 3.0, 3.0, 0.0], dtype=torch.float64)
+    answer = call(hard_attention_beta, tie.clone(), 0.01, what="scores [1, 3, 3, 0] with a tie and eps=0.01")
+    try:
+        beta = float(answer)
+    except (TypeError, ValueError):
+        raise ExerciseFailed(f"with a tie: return a number, got {type(answer).__name__}") from None
+    if not math.isinf(beta) or beta < 0:
+        raise ExerciseFailed(f"with the tied scores [1, 3, 3, 0] no beta makes one weight reach 1 - eps (the gap is 0): "
+                             f"return math.inf, got {beta:.6g}")
+
+
+# ---------------------------------------------------------------- permutation
+
+def _nearest_rows(out: Tensor, X: Tensor) -> list[int]:
+    return torch.cdist(out.double(), X.double()).argmin(dim=1).tolist()
+
+
+@exercise("attention as a permutation")
+def check_permutation_projections(permutation_projections) -> None:
+    """Check ``permutation_projections(perm, d, strength=30.0) -> (W_Q, W_K, W_V)``: attention on ``[X | I_n]`` gives ``X[perm]``."""
+    if is_unattempted(permutation_projections):
+        raise NotAttempted("permutation_projections is still `...`")
+    for n, d in ((5, 3), (4, 6)):
+        perm = torch.randperm(n)
+        while torch.equal(perm, torch.arange(n)) or torch.equal(perm, perm.argsort()):
+            perm = torch.randperm(n)  # neither the identity nor its own inverse, so mistakes show
+        label = f"perm={perm.tolist()}, d={d}"
+        result = call(permutation_projections, perm, d, what=label)
+        if not (isinstance(result, (tuple, list)) and len(result) == 3):
+            raise ExerciseFailed(f"with {label}: return a tuple (W_Q, W_K, W_V), got {type(result).__name__}")
+        W_Q, W_K, W_V = (expect_tensor(w, name).double() for w, name in zip(result, ("W_Q", "W_K", "W_V")))
+        for name, w in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
+            if w.dim() != 2 or w.shape[0] != d + n:
+                extra = ""
+                if w.dim() == 2 and w.shape[1] == d + n:
+                    extra = "; it looks transposed: rows are the input features (d content + n positions), as in X_pos @ W"
+                raise ExerciseFailed(f"with {label}: {name} has shape {tuple(w.shape)}; it must have d + n = {d + n} rows, "
+                                     f"one per input feature (d content features, then n position features){extra}")
+        if W_Q.shape[1] != W_K.shape[1]:
+            raise ExerciseFailed(f"with {label}: W_Q has {W_Q.shape[1]} columns and W_K {W_K.shape[1]}; queries and keys must have the same size d_k")
+        if W_V.shape[1] != d:
+            hint = " (W_V keeps the position features too: the output should hold the content only, W_V = [I_d; 0])" if W_V.shape[1] == d + n else ""
+            raise ExerciseFailed(f"with {label}: W_V has {W_V.shape[1]} columns; the output has the d = {d} content features{hint}")
+        X = torch.randn(n, d, dtype=torch.float64)
+        out, weights = attention_with_positions(X, W_Q, W_K, W_V)
+        target = X[perm]
+        if not torch.isfinite(out).all():
+            raise ExerciseFailed(f"with {label}: the attention output holds NaN or inf; are the scores too large or NaN?")
+        if torch.allclose(out, target, atol=1e-6):
+            continue
+        hard = weights.max(dim=1).values
+        mistakes = {
+            "the output is the inverse permutation: row i should be x[perm[i]], so query i must match key perm[i] "
+            "(you matched query perm[i] with key i); transpose the permutation in W_Q": X[perm.argsort()],
+            "the output is X itself (the identity): the queries ignore perm": X,
+        }
+        for message, wrong in mistakes.items():
+            if wrong is not None and torch.allclose(out, wrong, atol=1e-4):
+                raise ExerciseFailed(f"with {label}: {message}")
+        pos_only = attention_with_positions(torch.zeros_like(X), W_Q, W_K, W_V)[0]
+        if torch.allclose(out, pos_only, atol=1e-6) and not torch.allclose(out, torch.zeros_like(out)):
+            raise ExerciseFailed(f"with {label}: the output does not depend on the content X: W_V must copy the d content "
+                                 "features (identity in its first d rows) and ignore the positions")
+        content_weights = attention_with_positions(torch.randn_like(X), W_Q, W_K, W_V)[1]
+        if not torch.allclose(content_weights, weights, atol=1e-6):
+            raise ExerciseFailed(f"with {label}: the attention weights change when the content X changes; the queries and keys "
+                                 "should read only the position features (zero in the first d rows of W_Q and W_K)")
+        if weights.argmax(dim=1).tolist() == perm.tolist():
+            off_target = weights.clone()
+            off_target[torch.arange(n), perm] = 0
+            raise ExerciseFailed(
+                f"with {label}: each query picks the right token, but the weights are not one-hot (the largest weight of some row "
+                f"is {hard.min().item():.6f}, another token still gets {off_target.max().item():.2g}), so the output is a blur "
+                f"(off by up to {(out - target).abs().max().item():.2g}); make the matching score much larger than the others: "
+                "multiply the position parts of both W_Q and W_K by `strength`"
+            )
+        got = _nearest_rows(out, X)
+        raise ExerciseFailed(
+            f"with {label}: output row i should be x[perm[i]], i.e. rows {perm.tolist()} of X; your rows are closest to rows "
+            f"{got} of X (largest difference {(out - target).abs().max().item():.4g})"
+        )
+
+
+# ---------------------------------------------------------------- convolution
+
+@exercise("a convolution as attention heads")
+def check_conv_head_weights(conv_head_weights) -> None:
+    """Check ``conv_head_weights(conv) -> (W_heads (kernel_size, d_in, d_out), bias (d_out,))`` against the Conv1d's own weights."""
+    if is_unattempted(conv_head_weights):
+        raise NotAttempted("conv_head_weights is still `...`")
+    for d_in, d_out, size in ((3, 5, 3), (4, 2, 1), (2, 3, 5)):
+        conv = nn.Conv1d(d_in, d_out, size, padding=size // 2, padding_mode="circular").double()
+        label = f"nn.Conv1d({d_in}, {d_out}, kernel_size={size})"
+        result = call(conv_head_weights, conv, what=label)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise ExerciseFailed(f"with {label}: return a tuple (W_heads, bias), got {type(result).__name__}")
+        W_heads, bias = result
+        if isinstance(W_heads, (list, tuple)) and W_heads and all(isinstance(w, Tensor) for w in W_heads):
+            W_heads = torch.stack(list(W_heads))  # a list of per-head matrices is fine
+        if bias is None:
+            raise ExerciseFailed(f"with {label}: the bias is None; return conv.bias, shape (d_out,) = ({d_out},)")
+        W = conv.weight.detach()  # (d_out, d_in, size)
+        right = W.permute(2, 1, 0)  # (size, d_in, d_out)
+        W_heads = expect_tensor(W_heads, "W_heads")
+        if tuple(W_heads.shape) == tuple(W.shape) and tuple(W.shape) != tuple(right.shape):
+            raise ExerciseFailed(f"with {label}: W_heads is conv.weight itself, shape (d_out, d_in, kernel_size) = {tuple(W.shape)}; "
+                                 f"one (d_in, d_out) matrix per head: shape (kernel_size, d_in, d_out) = {tuple(right.shape)}")
+        if tuple(W_heads.shape) == (size, d_out, d_in) and d_in != d_out:
+            raise ExerciseFailed(f"with {label}: each head's matrix is (d_out, d_in) = ({d_out}, {d_in}); values are x @ W_h with x "
+                                 f"a row of d_in = {d_in} features, so W_h = conv.weight[:, :, h].T, shape ({d_in}, {d_out})")
+        mistakes = {
+            "the kernel is flipped: nn.Conv1d is a cross-correlation, tap h multiplies x[i + h - kernel_size // 2], so head h "
+            "uses conv.weight[:, :, h] (no flip)": right.flip(0),
+            "only the centre tap is used: every head h needs its own conv.weight[:, :, h].T": torch.stack(
+                [right[h] if h == size // 2 else torch.zeros_like(right[h]) for h in range(size)]),
+            "each head's matrix is not transposed: use conv.weight[:, :, h].T, shape (d_in, d_out)": W.permute(2, 0, 1),
+            "every head uses the same matrix (the centre tap): head h needs its own conv.weight[:, :, h].T": right[size // 2].expand(size, -1, -1),
+            "the weights are divided by the kernel size: the heads' outputs are added, not averaged": right / size,
+        }
+        expect_close(W_heads, right, f"W_heads with {label}", atol=1e-10, rtol=1e-8, mistakes=mistakes)
+        bias = expect_tensor(bias, "bias")
+        if bias.numel() == 1 and d_out != 1:
+            raise ExerciseFailed(f"with {label}: bias should have d_out = {d_out} entries, got a single number")
+        expect_close(bias.reshape(-1) if bias.numel() == d_out else bias, conv.bias.detach(),
+                     f"bias with {label}", atol=1e-10, rtol=1e-8, mistakes={
+                         "the bias is zero: return conv.bias (added once, after the heads are summed)": torch.zeros(d_out, dtype=torch.float64),
+                         "the bias is divided by the kernel size: it is added once to the sum of the heads": conv.bias.detach() / size,
+                         "the bias has the wrong sign": -conv.bias.detach(),
+                     })

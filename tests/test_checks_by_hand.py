@@ -1,0 +1,149 @@
+"""The checks of notebook 02 accept the right answers and name the typical wrong ones."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.attention import scaled_dot_product_attention, softmax
+from helpers.checks import check_projections, check_scaled_dot_product_attention, check_scores, check_softmax, check_spot_the_mistakes
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+# ---------------------------------------------------------------- projections
+
+def project(X, W_q, W_k, W_v):
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+def test_projections_reference_passes(capsys):
+    assert check_projections(project) is True
+    assert "correct" in capsys.readouterr().out
+
+
+def test_projections_stub_is_not_attempted(capsys):
+    def stub(X, W_q, W_k, W_v):
+        raise NotImplementedError
+
+    assert_not_attempted(check_projections, stub, capsys)
+    assert_not_attempted(check_projections, ..., capsys)
+
+
+PROJECTION_MISTAKES = {
+    "W @ X": (lambda X, a, b, c: (a @ X, b @ X, c @ X), ["X @ W"]),
+    "W.T @ X.T (transposed outputs)": (lambda X, a, b, c: (a.swapaxes(-2, -1) @ X.swapaxes(-2, -1), X @ b, X @ c), ["Q is transposed"]),
+    "Q from W_k": (lambda X, a, b, c: (X @ b, X @ b, X @ c), ["Q was computed with W_k"]),
+    "Q and K swapped": (lambda X, a, b, c: (X @ b, X @ a, X @ c), ["Q was computed with W_k"]),
+    "K and V swapped": (lambda X, a, b, c: (X @ a, X @ c, X @ b), ["K and V are swapped"]),
+    "V from W_q": (lambda X, a, b, c: (X @ a, X @ b, X @ a), ["V", "W_q"]),
+    "K returned transposed": (lambda X, a, b, c: (X @ a, (X @ b).swapaxes(-2, -1), X @ c), ["K is transposed"]),
+    "Q pre-scaled": (lambda X, a, b, c: (X @ a / math.sqrt(a.shape[-1]), X @ b, X @ c), ["divided by sqrt(d_k)", "belongs to the scores"]),
+    "V not projected": (lambda X, a, b, c: (X @ a, X @ b, X), ["V is the input X itself"]),
+    "X @ W.T (nn.Linear layout)": (lambda X, a, b, c: (X @ a.T, X @ b.T, X @ c.T), ["X @ W"]),
+    "torch only (fails on numpy)": (lambda X, a, b, c: (torch.matmul(X, a), torch.matmul(X, b), torch.matmul(X, c)), ["numpy"]),
+    "returns a list of two": (lambda X, a, b, c: (X @ a, X @ b), ["tuple (Q, K, V)"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PROJECTION_MISTAKES))
+def test_projection_mistakes_are_named(name):
+    fn, phrases = PROJECTION_MISTAKES[name]
+    assert_caught(check_projections, fn, *phrases)
+
+
+# ---------------------------------------------------------------- scores
+
+def scores(Q, K, scale=True):
+    raw = Q @ K.swapaxes(-2, -1)
+    return raw / math.sqrt(Q.shape[-1]) if scale else raw
+
+
+def test_scores_reference_passes():
+    assert check_scores(scores) is True
+
+
+def test_scores_stub_is_not_attempted(capsys):
+    def stub(Q, K, scale=True):
+        raise NotImplementedError
+
+    assert_not_attempted(check_scores, stub, capsys)
+
+
+SCORE_MISTAKES = {
+    "K not transposed": (lambda Q, K, scale=True: Q @ K / (math.sqrt(Q.shape[-1]) if scale else 1), ["Q @ K^T"]),
+    "K @ Q^T": (lambda Q, K, scale=True: scores(K, Q, scale) * (math.sqrt(K.shape[-1]) / math.sqrt(Q.shape[-1])), ["transposed"]),
+    "divided by d_k": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (Q.shape[-1] if scale else 1), ["divided by d_k"]),
+    "multiplied by sqrt(d_k)": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) * (math.sqrt(Q.shape[-1]) if scale else 1), ["multiplied by sqrt(d_k)"]),
+    "scale applied when scale=False": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / math.sqrt(Q.shape[-1]), ["scale=False"]),
+    "never scaled": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1), ["not divided by sqrt(d_k)"]),
+    "scaled by sqrt(number of keys)": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (math.sqrt(K.shape[-2]) if scale else 1), ["number of keys"]),
+    "softmax applied": (lambda Q, K, scale=True: torch.softmax(torch.as_tensor(scores(Q, K, scale)), -1), ["softmax"]),
+    "default scale=False": (lambda Q, K, scale=False: scores(Q, K, scale), ["default should be scale=True"]),
+    ".T on a batch": (lambda Q, K, scale=True: scores(Q, K, scale) if K.ndim == 2 else Q @ np.transpose(K) if isinstance(K, np.ndarray) else Q @ K.permute(2, 1, 0), [".T reverses"]),
+    "Q^T K": (lambda Q, K, scale=True: Q.swapaxes(-2, -1) @ K, ["Q @ K^T"]),
+}
+
+
+@pytest.mark.parametrize("name", list(SCORE_MISTAKES))
+def test_score_mistakes_are_named(name):
+    fn, phrases = SCORE_MISTAKES[name]
+    assert_caught(check_scores, fn, *phrases)
+
+
+# ---------------------------------------------------------------- spot the mistakes
+
+RIGHT = dict(slipped_q_entry=(1, 0), miscopied_k_row=2, scale_used=1.0, largest_dropped_weight=0.3775, output_shape=(3, 2))
+
+
+def test_spot_the_mistakes_reference_passes():
+    assert check_spot_the_mistakes(**RIGHT) is True
+    assert check_spot_the_mistakes(**{**RIGHT, "slipped_q_entry": np.array([1, 0]).tolist(), "scale_used": np.float64(1)}) is True
+    numpy_style = dict(slipped_q_entry=np.argwhere(np.eye(3, 2)[[1, 0, 2]] == 1)[0] * 0 + np.array([1, 0]),
+                       miscopied_k_row=np.int64(2), scale_used=np.float64(1.0), largest_dropped_weight=np.float64(0.37754),
+                       output_shape=np.zeros((3, 2)).shape)
+    assert check_spot_the_mistakes(**numpy_style) is True
+    assert check_spot_the_mistakes(**{**RIGHT, "output_shape": torch.Size([3, 2]), "miscopied_k_row": np.array([2])}) is True
+
+
+def test_spot_the_mistakes_stub_is_not_attempted(capsys):
+    assert check_spot_the_mistakes(..., ..., ..., ..., ...) is False
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+SPOT_MISTAKES = {
+    "(column, row)": ({"slipped_q_entry": (0, 1)}, ["(column, row)"]),
+    "1-based entry": ({"slipped_q_entry": (2, 1)}, ["counts from 0"]),
+    "a right key row": ({"miscopied_k_row": 0}, ["as it should be"]),
+    "1-based key row": ({"miscopied_k_row": 3}, ["counts from 0"]),
+    "sqrt(d_k) as written": ({"scale_used": math.sqrt(2)}, ["what the formula *says*"]),
+    "a kept weight": ({"largest_dropped_weight": 0.9702}, ["turned into 1"]),
+    "another number": ({"largest_dropped_weight": 0.1}, ["apply softmax"]),
+    "the hand's vector shape": ({"output_shape": (2,)}, ["every query"]),
+    "transposed output shape": ({"output_shape": (2, 3)}, ["rows are tokens"]),
+    "nan scale": ({"scale_used": float("nan")}, ["nan"]),
+    "scale as a string": ({"scale_used": "sqrt(2)"}, ["should be a number"]),
+    "sum of the dropped weights": ({"largest_dropped_weight": 0.58596}, ["sum of all the weights"]),
+}
+
+
+@pytest.mark.parametrize("name", list(SPOT_MISTAKES))
+def test_spot_the_mistakes_wrong_answers_are_named(name):
+    change, phrases = SPOT_MISTAKES[name]
+    assert_caught(lambda _: check_spot_the_mistakes(**{**RIGHT, **change}), None, *phrases)
+
+
+# ---------------------------------------------------------------- the reused checks on this notebook's solutions
+
+def test_reused_checks_accept_the_references():
+    assert check_softmax(softmax) is True
+    assert check_scaled_dot_product_attention(scaled_dot_product_attention) is True
+
+
+def test_references_of_this_module_pass():
+    from helpers.attention import qkv_projections, score_matrix
+
+    assert check_projections(qkv_projections) is True
+    assert check_scores(score_matrix) is True

@@ -1,0 +1,187 @@
+"""The checks of notebook 04: split_heads, merge_heads, and check_multi_head_attention on the notebook's mistakes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import helpers.attention
+from helpers.checks import check_merge_heads, check_multi_head_attention, check_split_heads
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+# ------------------------------------------------------------------ split_heads
+
+def split_ok(x, num_heads):
+    b, n, d = x.shape
+    return x.view(b, n, num_heads, d // num_heads).transpose(1, 2)
+
+
+def split_by_chunks(x, num_heads):  # another right answer
+    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)
+
+
+def split_stub(x, num_heads):
+    raise NotImplementedError
+
+
+SPLIT_WRONG = {
+    "reshape_no_transpose": (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h), ["view-versus-transpose", "mixes tokens"]),
+    "view_only": (lambda x, h: x.view(x.shape[0], x.shape[1], h, x.shape[2] // h), ["did not transpose(1, 2)"]),
+    "strided": (lambda x, h: x.reshape(x.shape[0], x.shape[1], x.shape[2] // h, h).permute(0, 3, 1, 2), ["strided"]),
+    "transpose_first": (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], x.shape[2] // h), ["before splitting"]),
+    "reversed_heads": (lambda x, h: split_ok(x, h).flip(1), ["reverse order"]),
+    "wrong_axes": (lambda x, h: split_ok(x, h).transpose(2, 3), ["last two axes are swapped"]),
+    "heads_dk_swapped": (lambda x, h: x.view(x.shape[0], x.shape[1], x.shape[2] // h, h).transpose(1, 2), ["heads and d_k are swapped"]),
+    "nothing_split": (lambda x, h: x, ["nothing was split"]),
+    "transpose_batch": (lambda x, h: x.view(x.shape[0], x.shape[1], h, x.shape[2] // h).transpose(0, 2), ["batch axis"]),
+    "hard_coded_3_heads": (lambda x, h: split_ok(x, 3), ["hard-code"]),
+    "tokens_rolled": (lambda x, h: split_ok(x.roll(1, dims=1), h), ["token", "instead of token", "wrong place"]),
+    "values_changed": (lambda x, h: split_ok(x, h) * 2, ["values were changed"]),
+    "nan": (lambda x, h: split_ok(x, h) * float("nan"), ["values were changed"]),
+}
+
+
+def test_split_reference_passes():
+    assert check_split_heads(split_ok) is True
+    assert check_split_heads(split_by_chunks) is True
+    assert check_split_heads(lambda x, h: helpers.attention.MultiHeadAttention(x.shape[-1], h).split_heads(x)) is True
+
+
+def test_split_not_attempted(capsys):
+    assert_not_attempted(check_split_heads, split_stub, capsys)
+    assert_not_attempted(check_split_heads, ..., capsys)
+
+
+@pytest.mark.parametrize("name", SPLIT_WRONG)
+def test_split_wrong_answers_caught(name):
+    fn, phrases = SPLIT_WRONG[name]
+    assert_caught(check_split_heads, fn, *phrases)
+
+
+def test_split_crash_is_reported():
+    assert_caught(check_split_heads, lambda x, h: x.view(7, -1), "raised RuntimeError")
+
+
+# ------------------------------------------------------------------ merge_heads
+
+def merge_ok(x):
+    b, h, n, d_k = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d_k)
+
+
+MERGE_WRONG = {
+    "reshape_no_transpose": (lambda x: x.reshape(x.shape[0], x.shape[2], -1), ["view-versus-transpose", "mixes heads"]),
+    "transpose_only": (lambda x: x.transpose(1, 2), ["did not flatten"]),
+    "summed": (lambda x: x.sum(1), ["summed or averaged"]),
+    "mean": (lambda x: x.mean(1), ["summed or averaged"]),
+    "cat_tokens": (lambda x: torch.cat(list(x.unbind(1)), dim=1), ["along the tokens axis"]),
+    "interleaved": (lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1), ["interleaved"]),
+    "reversed_heads": (lambda x: merge_ok(x.flip(1)), ["reverse order"]),
+    "reversed_tokens": (lambda x: merge_ok(x).flip(1), ["tokens come out in reverse"]),
+    "flatten_tokens": (lambda x: x.reshape(x.shape[0], x.shape[1], -1), ["transpose(1, 2) first"]),
+    "tokens_rolled": (lambda x: merge_ok(x.roll(1, dims=2)), ["instead of token"]),
+    "scaled": (lambda x: merge_ok(x) / x.shape[1], ["values were changed"]),
+}
+
+
+def test_merge_reference_passes():
+    assert check_merge_heads(merge_ok) is True
+    assert check_merge_heads(lambda x: torch.cat(list(x.unbind(1)), dim=-1)) is True
+    assert check_merge_heads(lambda x: helpers.attention.MultiHeadAttention(x.shape[1] * x.shape[3], x.shape[1]).merge_heads(x)) is True
+
+
+def test_merge_not_attempted(capsys):
+    def stub(x):
+        raise NotImplementedError
+
+    assert_not_attempted(check_merge_heads, stub, capsys)
+    assert_not_attempted(check_merge_heads, ..., capsys)
+
+
+@pytest.mark.parametrize("name", MERGE_WRONG)
+def test_merge_wrong_answers_caught(name):
+    fn, phrases = MERGE_WRONG[name]
+    assert_caught(check_merge_heads, fn, *phrases)
+
+
+# ------------------------------------------------------------------ check_multi_head_attention on notebook 04's mistakes
+
+class StudentMHA(nn.Module):
+    """The notebook's solution, with switches for typical mistakes."""
+
+    mistake = None
+
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.h, self.d_k = num_heads, d_model // num_heads
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, query, key, value, mask=None):
+        b, n, d = query.shape
+        m = key.shape[1]
+
+        def split(t, length):
+            if self.mistake == "view_no_transpose":
+                return t.reshape(b, self.h, length, self.d_k)
+            return t.view(b, length, self.h, self.d_k).transpose(1, 2)
+
+        q, k, v = split(self.w_q(query), n), split(self.w_k(key), m), split(self.w_v(value), m)
+        scale = math.sqrt(d) if self.mistake == "sqrt_d_model" else math.sqrt(self.d_k)
+        if self.mistake == "no_scale":
+            scale = 1.0
+        scores = q @ k.transpose(-2, -1) / scale
+        if mask is not None:
+            blocked = mask if self.mistake == "mask_inverted" else ~mask
+            scores = scores.masked_fill(blocked, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        out = (weights @ v)
+        out = out.reshape(b, n, d) if self.mistake == "merge_no_transpose" else out.transpose(1, 2).reshape(b, n, d)
+        return (out if self.mistake == "no_w_o" else self.w_o(out)), weights
+
+
+MHA_WRONG = {
+    "view_no_transpose": "without a transpose",
+    "merge_no_transpose": "merged without a transpose",
+    "no_scale": "sqrt(d_k)",
+    "sqrt_d_model": "sqrt(d_model)",
+    "mask_inverted": "inverted",
+    "no_w_o": "w_o",
+}
+
+
+def test_mha_reference_and_student_solution_pass():
+    assert check_multi_head_attention(helpers.attention.MultiHeadAttention) is True
+    assert check_multi_head_attention(StudentMHA) is True
+
+
+@pytest.mark.parametrize("mistake", MHA_WRONG)
+def test_mha_mistakes_named(mistake):
+    cls = type(f"MHA_{mistake}", (StudentMHA,), {"mistake": mistake})
+    assert_caught(check_multi_head_attention, cls, MHA_WRONG[mistake])
+
+
+def test_mha_not_attempted(capsys):
+    class Stub(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            raise NotImplementedError
+
+    assert_not_attempted(check_multi_head_attention, Stub, capsys)
+
+
+def test_mha_walkthrough_sizes_match_torch_with_and_without_causal_mask():
+    torch.manual_seed(0)
+    ours = helpers.attention.MultiHeadAttention(768, 12).eval()
+    theirs = helpers.attention.copy_mha_to_torch(ours, nn.MultiheadAttention(768, 12, batch_first=True)).eval()
+    x = torch.randn(1, 5, 768)
+    for mask in (None, helpers.attention.causal_mask(5)):
+        out, weights = ours(x, x, x, mask)
+        ref_out, ref_w = theirs(x, x, x, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
+        torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(weights, ref_w, atol=1e-6, rtol=1e-6)
+        fused, _ = ours(x, x, x, mask, need_weights=False)
+        torch.testing.assert_close(fused, ref_out, atol=1e-6, rtol=1e-6)

@@ -1,0 +1,201 @@
+"""The checks of notebook 03 accept the right constructions and name the typical wrong ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.checks import check_conv_head_weights, check_permutation_projections
+from helpers.checks.properties import attention_with_positions, conv_head_weights, permutation_projections
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+# ---------------------------------------------------------------- permutation
+
+def test_permutation_reference_passes_and_permutes():
+    assert check_permutation_projections(permutation_projections) is True
+    perm = torch.tensor([2, 0, 3, 1])
+    X = torch.randn(4, 3, dtype=torch.float64)
+    out, weights = attention_with_positions(X, *permutation_projections(perm, 3))
+    torch.testing.assert_close(out, X[perm], atol=1e-12, rtol=0)
+    assert weights.argmax(1).tolist() == perm.tolist()
+
+
+def test_permutation_stub_is_not_attempted(capsys):
+    def stub(perm, d, strength=30.0):
+        raise NotImplementedError
+
+    assert_not_attempted(check_permutation_projections, stub, capsys)
+    assert_not_attempted(check_permutation_projections, ..., capsys)
+
+
+def _inverse(perm, d, strength=30.0):
+    return permutation_projections(torch.as_tensor(perm).argsort(), d, strength)
+
+
+def _identity(perm, d, strength=30.0):
+    return permutation_projections(torch.arange(len(perm)), d, strength)
+
+
+def _soft(perm, d, strength=30.0):
+    return permutation_projections(perm, d, strength=1.0)
+
+
+def _strength_once(perm, d, strength=30.0):
+    W_Q, W_K, W_V = permutation_projections(perm, d, strength)
+    return W_Q, W_K / strength * 0.5, W_V
+
+
+def _transposed(perm, d, strength=30.0):
+    return tuple(w.T for w in permutation_projections(perm, d, strength))
+
+
+def _values_keep_positions(perm, d, strength=30.0):
+    W_Q, W_K, _ = permutation_projections(perm, d, strength)
+    return W_Q, W_K, torch.eye(d + len(perm), dtype=torch.float64)
+
+
+def _values_read_positions(perm, d, strength=30.0):
+    W_Q, W_K, W_V = permutation_projections(perm, d, strength)
+    n = len(perm)
+    W_V = torch.zeros(d + n, d, dtype=torch.float64)
+    W_V[d:d + min(n, d), :min(n, d)] = torch.eye(min(n, d), dtype=torch.float64)
+    return W_Q, W_K, W_V
+
+
+def _content_in_queries(perm, d, strength=30.0):
+    """Queries and keys compare the content of the tokens instead of their positions."""
+    _, _, W_V = permutation_projections(perm, d, strength)
+    n = len(perm)
+    W_Q = torch.zeros(d + n, n, dtype=torch.float64)
+    k = min(d, n)
+    W_Q[:k, :k] = strength * torch.eye(k, dtype=torch.float64)
+    return W_Q, W_Q.clone(), W_V
+
+
+def _different_dk(perm, d, strength=30.0):
+    W_Q, W_K, W_V = permutation_projections(perm, d, strength)
+    return W_Q[:, :-1], W_K, W_V
+
+
+def _two_only(perm, d, strength=30.0):
+    W_Q, W_K, _ = permutation_projections(perm, d, strength)
+    return W_Q, W_K
+
+
+PERMUTATION_MISTAKES = {
+    "inverse permutation": (_inverse, ["inverse permutation"]),
+    "identity": (_identity, ["identity"]),
+    "too weak (soft weights)": (_soft, ["not one-hot", "strength"]),
+    "strength in W_Q only": (_strength_once, ["not one-hot", "both W_Q and W_K"]),
+    "transposed weights": (_transposed, ["looks transposed"]),
+    "W_V keeps the positions": (_values_keep_positions, ["W_V keeps the position features"]),
+    "W_V reads positions": (_values_read_positions, ["does not depend on the content"]),
+    "content in the queries": (_content_in_queries, ["change when the content X changes"]),
+    "d_k differs": (_different_dk, ["same size d_k"]),
+    "two matrices": (_two_only, ["tuple (W_Q, W_K, W_V)"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PERMUTATION_MISTAKES))
+def test_permutation_mistakes_are_named(name):
+    fn, phrases = PERMUTATION_MISTAKES[name]
+    assert_caught(check_permutation_projections, fn, *phrases)
+
+
+# ---------------------------------------------------------------- convolution
+
+def test_conv_reference_passes():
+    assert check_conv_head_weights(conv_head_weights) is True
+
+
+def test_conv_accepts_a_list_of_heads():
+    assert check_conv_head_weights(lambda conv: ([conv.weight.detach()[:, :, h].T for h in range(conv.kernel_size[0])], conv.bias.detach())) is True
+
+
+def test_conv_stub_is_not_attempted(capsys):
+    def stub(conv):
+        raise NotImplementedError
+
+    assert_not_attempted(check_conv_head_weights, stub, capsys)
+
+
+CONV_MISTAKES = {
+    "conv.weight itself": (lambda conv: (conv.weight.detach(), conv.bias.detach()), ["conv.weight itself"]),
+    "heads not transposed": (lambda conv: (conv.weight.detach().permute(2, 0, 1), conv.bias.detach()), ["conv.weight[:, :, h].T"]),
+    "flipped kernel": (lambda conv: (conv.weight.detach().permute(2, 1, 0).flip(0), conv.bias.detach()), ["flipped"]),
+    "centre tap only": (lambda conv: (conv.weight.detach()[:, :, conv.kernel_size[0] // 2].T.expand(conv.kernel_size[0], -1, -1), conv.bias.detach()), ["same matrix"]),
+    "centre tap, others zero": (lambda conv: (torch.stack([conv.weight.detach()[:, :, h].T * (h == conv.kernel_size[0] // 2) for h in range(conv.kernel_size[0])]), conv.bias.detach()), ["only the centre tap"]),
+    "averaged heads": (lambda conv: (conv.weight.detach().permute(2, 1, 0) / conv.kernel_size[0], conv.bias.detach()), ["divided by the kernel size"]),
+    "no bias": (lambda conv: (conv.weight.detach().permute(2, 1, 0), None), ["bias is None"]),
+    "zero bias": (lambda conv: (conv.weight.detach().permute(2, 1, 0), torch.zeros_like(conv.bias)), ["bias is zero"]),
+    "bias per head": (lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach() / conv.kernel_size[0]), ["added once"]),
+    "one tensor only": (lambda conv: conv.weight.detach().permute(2, 1, 0), ["tuple (W_heads, bias)"]),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV_MISTAKES))
+def test_conv_mistakes_are_named(name):
+    fn, phrases = CONV_MISTAKES[name]
+    assert_caught(check_conv_head_weights, fn, *phrases)
+
+
+# ---------------------------------------------------------------- the beta for hard attention
+
+import math  # noqa: E402
+
+from helpers.checks import check_hard_attention_beta  # noqa: E402
+from helpers.checks.properties import hard_attention_beta  # noqa: E402
+
+
+def _gap(scores):
+    top = torch.as_tensor(scores).sort(descending=True).values
+    return (top[0] - top[1]).item()
+
+
+def test_hard_beta_reference_passes_and_is_enough():
+    assert check_hard_attention_beta(hard_attention_beta) is True
+    scores = torch.tensor([2.0, 1.0, -2.0, 3.0], dtype=torch.float64)
+    beta = hard_attention_beta(scores, 0.01)
+    assert torch.softmax(beta * scores, 0).max() >= 0.99
+
+
+def test_hard_beta_tensor_answer_passes():
+    def as_tensor(scores, eps=0.01):
+        top = scores.topk(2).values
+        return torch.log(torch.tensor((len(scores) - 1) / eps)) / (top[0] - top[1])
+
+    assert check_hard_attention_beta(as_tensor) is True
+
+
+def test_hard_beta_stub_is_not_attempted(capsys):
+    def stub(scores, eps=0.01):
+        raise NotImplementedError
+
+    assert_not_attempted(check_hard_attention_beta, stub, capsys)
+
+
+def _with_tie(fn):
+    def wrapped(scores, eps=0.01):
+        return math.inf if _gap(scores) == 0 else fn(scores, eps)
+    return wrapped
+
+
+HARD_BETA_MISTAKES = {
+    "no m - 1": (_with_tie(lambda s, eps: math.log(1 / eps) / _gap(s)), ["m - 1) other keys are missing"]),
+    "m instead of m - 1": (_with_tie(lambda s, eps: math.log(len(s) / eps) / _gap(s)), ["that uses m"]),
+    "log10": (_with_tie(lambda s, eps: math.log10((len(s) - 1) / eps) / _gap(s)), ["base 10"]),
+    "spread instead of gap": (_with_tie(lambda s, eps: math.log((len(s) - 1) / eps) / (s.max() - s.min()).item()), ["not minus the smallest"]),
+    "temperature": (_with_tie(lambda s, eps: _gap(s) / math.log((len(s) - 1) / eps)), ["temperature"]),
+    "ascending sort": (_with_tie(lambda s, eps: math.log((len(s) - 1) / eps) / -_gap(s)), ["negative"]),
+    "no logarithm": (_with_tie(lambda s, eps: ((len(s) - 1) / eps) / _gap(s)), ["logarithm is missing"]),
+    "tie not handled": (lambda s, eps=0.01: math.log((len(s) - 1) / eps) / max(_gap(s), 1e-3), ["return math.inf"]),
+    "tie divides by zero": (lambda s, eps=0.01: math.log((len(s) - 1) / eps) / _gap(s), ["ZeroDivisionError"]),
+    "returns a list": (lambda s, eps=0.01: [1.0, 2.0], ["a number"]),
+}
+
+
+@pytest.mark.parametrize("name", list(HARD_BETA_MISTAKES))
+def test_hard_beta_mistakes_are_named(name):
+    fn, phrases = HARD_BETA_MISTAKES[name]
+    assert_caught(check_hard_attention_beta, fn, *phrases)
