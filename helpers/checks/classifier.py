@@ -1,5 +1,275 @@
-"""Checks of notebook 07: patch embedding, the classifier's forward pass, one training step."""
+"""Checks of notebook 07: the patch embedding, the classifier's forward pass, one training step.
+
+Each runs the student's code next to the reference on fresh random inputs
+(PyTorch's ``F.conv1d`` for the patches, ``helpers.models.TransformerClassifier``
+for the forward pass, a copy of the same model and optimiser for the step)
+and names the typical mistakes.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from helpers.checks._core import ExerciseFailed, call, expect_close, expect_tensor, exercise, require_attempt
+from helpers.models.classifier import TransformerClassifier
+
+__all__ = ["check_patch_embedding", "check_classifier_forward", "check_train_step"]
+
+
+# ---------------------------------------------------------------- patch embedding
+
+
+def _patch_reference(x: Tensor, proj: nn.Linear, patch_size: int, stride: int) -> Tensor:
+    """Patches by PyTorch's own sliding window: a 1-D convolution whose kernel is the projection."""
+    kernel = proj.weight[:, None, :]  # (d_model, 1, patch_size)
+    return F.conv1d(x[:, None, :], kernel, proj.bias, stride=stride).transpose(1, 2)  # (batch, num_patches, d_model)
+
+
+def _patch_mistakes(x: Tensor, proj: nn.Linear, p: int, s: int) -> dict[str, Tensor]:
+    n = (x.shape[1] - p) // s + 1
+    good = x.unfold(1, p, s)  # (batch, n, p)
+    return {
+        f"the stride is ignored: patches start at every sample (step 1) instead of every {s}th; use x.unfold(1, patch_size, stride)": proj(x.unfold(1, p, 1)),
+        f"the patches do not overlap (step = patch_size = {p}); consecutive patches start `stride` = {s} samples apart": proj(x.unfold(1, p, p)),
+        "the patches are not projected: apply self.proj (nn.Linear(patch_size, d_model)) to each patch": good,
+        "the projection's bias is missing: use self.proj(patches), not only its weight": good @ proj.weight.T,
+        f"one patch short: a signal of length {x.shape[1]} holds (length - patch_size) // stride + 1 = {n} patches, the last one included": proj(good[:, :-1]),
+        "the output is transposed: return (batch, num_patches, d_model)": proj(good).transpose(1, 2),
+        "each patch is reversed in time (flip): keep the samples in order, x[:, i*stride : i*stride + patch_size]": proj(good.flip(-1)),
+    }
+
+
+@exercise("patch embedding")
+def check_patch_embedding(PatchEmbedding) -> None:
+    """Check ``PatchEmbedding(patch_size, stride, d_model)``: ``(batch, length) -> (batch, num_patches, d_model)``."""
+    require_attempt(PatchEmbedding, "PatchEmbedding")
+    for batch, length, p, s, d in ((2, 20, 5, 3, 7), (3, 40, 8, 2, 6)):
+        label = f"PatchEmbedding(patch_size={p}, stride={s}, d_model={d})"
+        module = call(PatchEmbedding, p, s, d, what=f"patch_size={p}, stride={s}, d_model={d}")
+        proj = getattr(module, "proj", None)
+        if not isinstance(proj, nn.Linear):
+            raise ExerciseFailed(f"{label} has no attribute `proj` holding an nn.Linear; create self.proj = nn.Linear(patch_size, d_model) in __init__")
+        if (proj.in_features, proj.out_features) != (p, d):
+            raise ExerciseFailed(
+                f"{label}.proj is nn.Linear({proj.in_features}, {proj.out_features}); it maps one patch of {p} samples "
+                f"to d_model = {d} features: nn.Linear(patch_size, d_model)"
+            )
+        module = module.double()
+        x = torch.randn(batch, length, dtype=torch.float64)
+        with torch.no_grad():
+            try:
+                out = call(module, x.clone(), what=f"x of shape ({batch}, {length})")
+            except ExerciseFailed as err:
+                if "cannot be multiplied" in str(err):
+                    raise ExerciseFailed(f"{err}. The patches do not have patch_size = {p} samples: x.unfold(1, size, step) takes "
+                                         "the window size first and the step second") from None
+                raise
+            expected = _patch_reference(x, proj, p, s)
+            expect_close(out, expected, f"{label}(x) with x ({batch}, {length})", atol=1e-10, rtol=1e-8,
+                         mistakes=_patch_mistakes(x, proj, p, s))
+
+
+# ---------------------------------------------------------------- forward pass
+
+
+def _small_classifier(pooling: str = "cls") -> TransformerClassifier:
+    model = TransformerClassifier(length=20, num_classes=4, patch_size=5, stride=3, d_model=12, num_heads=3,
+                                  num_layers=2, d_ff=20, dropout=0.0, pooling=pooling).double().eval()
+    with torch.no_grad():  # a zero class token or unit norms would hide mistakes
+        if model.cls_token is not None:
+            model.cls_token.normal_()
+        model.pos_embed.normal_()
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.normal_(0.0, 0.3)
+    return model
+
+
+def _forward_mistakes(model: TransformerClassifier, x: Tensor) -> dict[str, Tensor]:
+    patches = model.patch_embed(x)  # (batch, n, d)
+    cls = model.cls_token.expand(x.shape[0], -1, -1)
+    tokens = torch.cat([cls, patches], 1) + model.pos_embed
+
+    def blocks(h: Tensor, which=None) -> Tensor:
+        for block in which if which is not None else model.blocks:
+            h = block(h)
+        return h
+
+    head = lambda h: model.head(model.norm(h)[:, 0])  # noqa: E731
+    h = blocks(tokens)
+    at_end = blocks(torch.cat([patches, cls], 1) + model.pos_embed)
+    first = model.blocks[0]
+    return {
+        "the position embeddings are not added: tokens = cat([cls, patches]) + model.pos_embed": head(blocks(torch.cat([cls, patches], 1))),
+        "the classification reads the last token; the class token is the first, h[:, 0]": model.head(model.norm(h)[:, -1]),
+        "the tokens are averaged; this model (pooling='cls') classifies from the class token h[:, 0]": model.head(model.norm(h).mean(1)),
+        "the patch tokens are averaged without the class token; classify from the class token h[:, 0]": model.head(model.norm(h)[:, 1:].mean(1)),
+        "the class token is appended at the end; prepend it: torch.cat([cls, patches], dim=1)": head(at_end),
+        "the class token is appended at the end and read from there; prepend it: torch.cat([cls, patches], dim=1)": model.head(model.norm(at_end)[:, -1]),
+        "the final layer norm (model.norm) is skipped before the head": model.head(h[:, 0]),
+        "the encoder blocks are skipped: run the tokens through every block in model.blocks": head(tokens),
+        "only the first encoder block is used: loop over all of model.blocks": head(first(tokens)),
+        "the first block is applied twice: loop over the blocks themselves (for block in model.blocks)": head(first(first(tokens))),
+        "only the last encoder block is used: loop over all of model.blocks": head(model.blocks[-1](tokens)),
+        "the logits went through softmax: return the raw logits (cross_entropy applies log-softmax itself)": torch.softmax(head(h), -1),
+        "the logits went through log-softmax: return the raw logits": torch.log_softmax(head(h), -1),
+        "model.norm is applied to the tokens before the blocks; it belongs after them": model.head(blocks(model.norm(tokens))[:, 0]),
+    }
+
+
+@exercise("classifier forward pass")
+def check_classifier_forward(classifier_forward) -> None:
+    """Check ``classifier_forward(model, x) -> logits (batch, num_classes)`` against ``TransformerClassifier.forward``.
+
+    First a model with a class token (``pooling="cls"``), then one with mean pooling (``model.cls_token is None``).
+    """
+    model = _small_classifier()
+    before = copy.deepcopy(model.state_dict())
+    x = torch.randn(2, 20, dtype=torch.float64)
+    with torch.no_grad():
+        out = expect_tensor(call(classifier_forward, model, x.clone(), what="a TransformerClassifier (patch 5, stride 3, 12 features, 2 blocks) and x (2, 20)"), "the logits")
+        if out.dim() == 3 and out.shape[0] == 2 and out.shape[-1] == 4:
+            raise ExerciseFailed(f"the logits have shape {tuple(out.shape)}: one row per token. Pool first (the class token, "
+                                 "h[:, 0]), then apply model.head, to get (batch, num_classes)")
+        expected = model(x)
+        expect_close(out, expected, "the logits", atol=1e-9, rtol=1e-7, mistakes=_forward_mistakes(model, x))
+        for name, value in model.state_dict().items():
+            if not torch.equal(value, before[name]):
+                raise ExerciseFailed(f"your classifier_forward changed the model's parameter `{name}`; a forward pass only reads it")
+        x3 = torch.randn(3, 20, dtype=torch.float64)  # another batch size: nothing hard-coded
+        out3 = call(classifier_forward, model, x3.clone(), what="x (3, 20)")
+        expect_close(out3, model(x3), "the logits for a batch of 3", atol=1e-9, rtol=1e-7)
+        # the same model with mean pooling: no class token, the tokens are averaged
+        mean_model = _small_classifier("mean")
+        out_mean = expect_tensor(call(classifier_forward, mean_model, x3.clone(), what="a TransformerClassifier with pooling='mean' (no class token) and x (3, 20)"), "the logits with pooling='mean'")
+        tokens = mean_model.patch_embed(x3) + mean_model.pos_embed
+        h = tokens
+        for block in mean_model.blocks:
+            h = block(h)
+        mean_mistakes = {
+            "with pooling='mean' (model.pooling) the tokens are averaged, h.mean(dim=1), not read from position 0":
+                mean_model.head(mean_model.norm(h)[:, 0]),
+        }
+        expect_close(out_mean, mean_model(x3), "the logits with pooling='mean'", atol=1e-9, rtol=1e-7, mistakes=mean_mistakes)
+
+
+# ---------------------------------------------------------------- training step
+
+
+def _step_model() -> nn.Module:
+    """A small classifier with dropout, so train and eval mode differ."""
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3)).double()
+
+
+def _variant(kind: str):
+    """Wrong training steps, to recognise what the student's step did."""
+
+    def step(model, optimizer, x, y):
+        if kind != "eval":
+            model.train()
+        if kind != "no_zero_grad":
+            optimizer.zero_grad()
+        logits = model(x)
+        if kind == "softmax":
+            loss = F.cross_entropy(torch.softmax(logits, -1), y)
+        elif kind == "nll_logits":
+            loss = F.nll_loss(logits, y)
+        elif kind == "sum":
+            loss = F.cross_entropy(logits, y, reduction="sum")
+        elif kind == "mse":
+            loss = F.mse_loss(torch.softmax(logits, -1), F.one_hot(y, logits.shape[-1]).to(logits.dtype))
+        else:
+            loss = F.cross_entropy(logits, y)
+        if kind != "no_backward":
+            loss.backward()
+        if kind != "no_step":
+            optimizer.step()
+        return loss.item()
+
+    return step
+
+
+_VARIANTS = {
+    "reference": "",
+    "no_zero_grad": "the gradients accumulate from one step to the next: call optimizer.zero_grad() before loss.backward()",
+    "no_step": "the parameters did not change: call optimizer.step() after loss.backward() (not before it: "
+    "the gradients of this batch exist only after the backward pass)",
+    "no_backward": "the parameters did not change and no gradients are left after your step: call loss.backward() before "
+    "optimizer.step(), and zero the gradients before the backward pass, not between backward and step",
+    "softmax": "softmax was applied before F.cross_entropy; cross_entropy takes the raw logits (it applies log-softmax itself)",
+    "nll_logits": "F.nll_loss on raw logits is not cross-entropy: use F.cross_entropy(logits, y) (nll_loss expects log-probabilities)",
+    "sum": "the loss is summed over the batch; F.cross_entropy's default (the mean) keeps the step size independent of the batch size",
+    "mse": "that is a squared error on the probabilities; the classifier is trained with F.cross_entropy(logits, y)",
+    "eval": "the model was left in eval mode (dropout off): call model.train() first, since fit() evaluates the model after each epoch",
+}
+
+
+def _has_grads(model: nn.Module) -> bool:
+    return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+
+
+def _run(step_fn, model: nn.Module, batches: list[tuple[Tensor, Tensor]], seed: int, student: bool) -> tuple[list[object], nn.Module]:
+    """Two steps with SGD from zeroed gradients, the model in eval mode as fit() leaves it."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.eval()
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + i)  # the same dropout masks for the student and the reference
+            if student:
+                losses.append(call(step_fn, model, optimizer, x, y, what=f"a small model, an SGD optimizer, x {tuple(x.shape)} and y {tuple(y.shape)}"))
+            else:
+                losses.append(step_fn(model, optimizer, x, y))
+    return losses, model
+
+
+def _params_close(a: nn.Module, b: nn.Module) -> bool:
+    return all(torch.allclose(p, q, atol=1e-10, rtol=1e-8) for p, q in zip(a.parameters(), b.parameters()))
+
+
+@exercise("training step")
+def check_train_step(train_step) -> None:
+    """Check ``train_step(model, optimizer, x, y) -> float``: forward, cross-entropy, backward, step."""
+    require_attempt(train_step, "train_step")
+    start = _step_model()
+    batches = [(torch.randn(5, 6, dtype=torch.float64), torch.randint(0, 3, (5,))) for _ in range(2)]
+    losses, student_model = _run(train_step, copy.deepcopy(start), batches, seed=7, student=True)
+    outcomes = {kind: _run(_variant(kind), copy.deepcopy(start), batches, seed=7, student=False) for kind in _VARIANTS}
+    ref_losses, ref_model = outcomes["reference"]
+
+    for loss in losses:
+        if loss is None:
+            raise ExerciseFailed("train_step returned None: return the batch's loss as a Python float, loss.item()")
+        if isinstance(loss, Tensor):
+            raise ExerciseFailed("train_step returned a tensor; return a Python float with loss.item() (a tensor keeps the "
+                                 "whole graph alive, and the training loop records floats)")
+        if not isinstance(loss, float):
+            raise ExerciseFailed(f"train_step returned {type(loss).__name__}; return the loss as a Python float, loss.item()")
+
+    def matches(kind: str) -> bool:
+        k_losses, k_model = outcomes[kind]
+        return (all(abs(a - b) < 1e-9 for a, b in zip(losses, k_losses)) and _params_close(student_model, k_model)
+                and _has_grads(student_model) == _has_grads(k_model))
+
+    if all(abs(a - b) < 1e-9 for a, b in zip(losses, ref_losses)) and _params_close(student_model, ref_model):
+        return  # gradients left over after the step (zero_grad at the end or not) are fine
+    for kind, message in _VARIANTS.items():
+        if kind != "reference" and matches(kind):
+            raise ExerciseFailed(message)
+    # nothing typical: say what differs
+    if abs(losses[0] - ref_losses[0]) > 1e-9:
+        raise ExerciseFailed(f"the loss of the first step is {losses[0]:.6g}, expected {ref_losses[0]:.6g}: "
+                             "compute F.cross_entropy(model(x), y) on the batch, with the model in training mode")
+    if abs(losses[1] - ref_losses[1]) > 1e-9:
+        raise ExerciseFailed(f"the first loss is right but the second is {losses[1]:.6g}, expected {ref_losses[1]:.6g}: "
+                             "the first step did not update the parameters as zero_grad, backward, step would")
+    for (name, p), q in zip(student_model.named_parameters(), ref_model.parameters()):
+        if not torch.allclose(p, q, atol=1e-10, rtol=1e-8):
+            diff = (p - q).abs().max().item()
+            raise ExerciseFailed(f"the losses are right but parameter `{name}` differs from the reference step by up to {diff:.4g}: "
+                                 "after loss.backward(), call optimizer.step() exactly once")

@@ -1,5 +1,430 @@
-"""Checks of notebook 08: patchify, the patch embedding, the ViT forward pass."""
+"""Checks of notebook 08: patchify, the patch embedding, the ViT forward pass.
+
+Each compares the student's answer with PyTorch on fresh random inputs of
+small, distinct sizes (``F.unfold``, ``F.conv2d``, the model's own forward) and
+recognises the typical mistakes by recomputing what each would give.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from helpers.checks._core import ExerciseFailed, call, expect_close, expect_tensor, exercise, is_unattempted
+
+__all__ = ["check_patchify", "check_image_patch_embedding", "check_vit_forward"]
+
+
+# ---------------------------------------------------------------- patchify
+
+def _reference_patches(images: Tensor, p: int) -> Tensor:
+    """``F.unfold`` with kernel and stride p: ``(B, C*p*p, N)`` -> ``(B, N, C*p*p)``."""
+    return F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)
+
+
+def _grid(images: Tensor, p: int) -> Tensor:
+    b, c, h, w = images.shape
+    return images.reshape(b, c, h // p, p, w // p, p)  # (B, C, gh, p, gw, p)
+
+
+def _patch_mistakes(images: Tensor, p: int) -> dict[str, Tensor]:
+    """What the typical wrong ``patchify`` implementations return."""
+    b, c, h, w = images.shape
+    gh, gw = h // p, w // p
+    n, size = gh * gw, c * p * p
+    grid = _grid(images, p)
+    mistakes = {
+        "the patches are numbered column by column (down the first column of the grid first); number them row by row, "
+        "as one reads: patch n sits in grid row n // (W/p), column n % (W/p)": grid.permute(0, 4, 2, 1, 3, 5).reshape(b, n, size),
+        "the pixels inside each patch are transposed (column index before row index); flatten each patch as (C, p, p), "
+        "row before column": grid.permute(0, 2, 4, 1, 5, 3).reshape(b, n, size),
+        "the channels are interleaved: each patch is flattened as (p, p, C), channels last; flatten it as (C, p, p), "
+        "channel first, the order of a Conv2d weight (d_model, C, p, p) and of F.unfold": (
+            grid.permute(0, 2, 4, 3, 5, 1).reshape(b, n, size)
+        ),
+        "each patch is flattened as (p, p, C) with its rows and columns swapped; flatten it as (C, p, p): channel, then row, "
+        "then column": grid.permute(0, 2, 4, 5, 3, 1).reshape(b, n, size),
+        "the image was reshaped to (B, N, C*p*p) without moving any axis, so a 'patch' is a run of consecutive pixels "
+        "in memory, not a p x p square; reshape to (B, C, H/p, p, W/p, p), permute the two grid axes to the front, "
+        "then flatten": images.reshape(b, n, size),
+        "the channel axis was not moved next to the patch pixels: from (B, C, H/p, W/p, p, p) permute to "
+        "(B, H/p, W/p, C, p, p) before reshaping, or channels of different patches get mixed": (
+            grid.permute(0, 1, 2, 4, 3, 5).reshape(b, n, size)
+        ),
+        "the patches overlap (stride 1, as unfold(2, p, 1)): step by p so that the patches do not overlap and "
+        "there are (H/p) * (W/p) of them": F.unfold(images, kernel_size=p, stride=1).transpose(1, 2),
+        "the result is F.unfold's layout (B, C*p*p, N); transpose it to (B, N, C*p*p), one row per patch": (
+            _reference_patches(images, p).transpose(1, 2)
+        ),
+        "the patch grid was not flattened: return (B, N, C*p*p) with N = (H/p) * (W/p) patches in one axis, "
+        "not (B, H/p, W/p, C*p*p)": _reference_patches(images, p).reshape(b, gh, gw, size),
+    }
+    unfolded = F.unfold(images, kernel_size=p, stride=p)  # (B, C*p*p, N)
+    mistakes[
+        "F.unfold's output (B, C*p*p, N) was reshaped to (B, N, C*p*p), which scrambles it; transpose the last two axes "
+        "instead (.transpose(1, 2))"
+    ] = unfolded.reshape(b, n, size)
+    if h != w:
+        mistakes[
+            "the height and width of the patch grid are swapped: the grid has H/p rows and W/p columns"
+        ] = images.reshape(b, c, gw, p, gh, p).permute(0, 2, 4, 1, 3, 5).reshape(b, n, size)
+    if p != 2 and h % 2 == 0 and w % 2 == 0:
+        mistakes["the patch size is hard-coded to 2; use the `patch_size` argument"] = _reference_patches(images, 2)
+    return mistakes
+
+
+def _diagnose_patches(actual: Tensor, expected: Tensor, grid_w: int, p: int, label: str) -> None:
+    """Name the first wrong patch: right pixels in the wrong order, a patch from elsewhere, or wrong values."""
+    if actual.shape != expected.shape or not actual.is_floating_point():
+        return
+    actual = actual.detach().double()
+    expected = expected.double()
+    for b in range(expected.shape[0]):
+        for n in range(expected.shape[1]):
+            got, want = actual[b, n], expected[b, n]
+            if torch.allclose(got, want, atol=1e-9):
+                continue
+            where = f"patch {n} of image {b} (grid row {n // grid_w}, column {n % grid_w})"
+            matches = [m for m in range(expected.shape[1]) if torch.allclose(got, expected[b, m], atol=1e-9)]
+            if matches:
+                m = matches[0]
+                raise ExerciseFailed(
+                    f"with {label}: {where} holds the pixels of patch {m} (grid row {m // grid_w}, column {m % grid_w}): "
+                    "the patches are right but in the wrong order; number them row by row over the grid"
+                )
+            if torch.allclose(got.sort().values, want.sort().values, atol=1e-9):
+                raise ExerciseFailed(
+                    f"with {label}: {where} has the right pixels in the wrong order; flatten each patch as (C, p, p): "
+                    "channel, then row, then column"
+                )
+            raise ExerciseFailed(
+                f"with {label}: {where} holds the wrong pixels: it should hold "
+                f"images[{b}, :, {(n // grid_w) * p}:{(n // grid_w + 1) * p}, "
+                f"{(n % grid_w) * p}:{(n % grid_w + 1) * p}] flattened"
+            )
+
+
+def _match_mistakes(actual: Tensor, expected: Tensor, mistakes: dict[str, Tensor], name: str, atol: float = 1e-9) -> None:
+    """Raise the message of the first typical mistake that ``actual`` reproduces (same shape, same values)."""
+    got = actual.detach().double()
+    for message, wrong in mistakes.items():
+        wrong = wrong.detach().double()
+        if wrong.shape != got.shape or (wrong.shape == expected.shape and torch.allclose(wrong, expected.double(), atol=atol)):
+            continue
+        if torch.allclose(got, wrong, atol=atol, rtol=1e-7):
+            raise ExerciseFailed(f"{name}: {message}")
+
+
+def _patch_cases() -> list[tuple[str, Tensor, int]]:
+    return [
+        ("images of shape (2, 1, 8, 8) and patch_size=2", torch.randn(2, 1, 8, 8, dtype=torch.float64), 2),
+        ("images of shape (2, 3, 6, 6) and patch_size=3", torch.randn(2, 3, 6, 6, dtype=torch.float64), 3),
+        ("images of shape (2, 3, 6, 6) and patch_size=2", torch.randn(2, 3, 6, 6, dtype=torch.float64), 2),
+        ("images of shape (3, 2, 4, 6) and patch_size=2", torch.randn(3, 2, 4, 6, dtype=torch.float64), 2),
+    ]
+
+
+def _expect_patch_shape(out: Tensor, images: Tensor, p: int, label: str, what: str = "patches") -> None:
+    b, c, h, w = images.shape
+    n, size = (h // p) * (w // p), c * p * p
+    got = tuple(out.shape)
+    if got == (b, n, size):
+        return
+    if out.dim() != 3:
+        raise ExerciseFailed(
+            f"with {label}: {what} should have 3 axes (batch, patches, values), got shape {got}; expected {(b, n, size)}"
+        )
+    problems = []
+    if got[0] != b:
+        problems.append(f"axis 0 (the batch) has size {got[0]}, expected {b}")
+    if got[1] != n:
+        problems.append(f"there are {got[1]} patches, expected (H/p) * (W/p) = ({h}/{p}) * ({w}/{p}) = {n}")
+    if got[2] != size:
+        problems.append(f"each patch vector has {got[2]} values, expected C * p * p = {c} * {p} * {p} = {size}")
+    raise ExerciseFailed(f"with {label}: {what} have shape {got}, expected {(b, n, size)}: " + "; ".join(problems))
+
+
+@exercise("patchify")
+def check_patchify(patchify: Callable[[Tensor, int], Tensor]) -> None:
+    """Check ``patchify(images, patch_size) -> (B, N, C*p*p)`` against ``F.unfold`` with kernel and stride p."""
+    passed_one_channel = False
+    for label, images, p in _patch_cases():
+        original = images.clone()
+        try:
+            out = call(patchify, images, p, what=label)
+        except ExerciseFailed as err:
+            if passed_one_channel and images.shape[1] > 1:
+                raise ExerciseFailed(
+                    f"{err}; your patchify works for one channel but not for C = {images.shape[1]}: keep the channel axis, "
+                    "reshape to (B, C, H/p, p, W/p, p)"
+                ) from None
+            raise
+        out = expect_tensor(out, f"patchify with {label}")
+        if not torch.equal(images, original):
+            raise ExerciseFailed(f"with {label}: patchify changed its input images in place; leave them untouched")
+        expected = _reference_patches(images, p)
+        _match_mistakes(out, expected, _patch_mistakes(images, p), f"patches with {label}")
+        _expect_patch_shape(out, images, p, label)
+        if out.dtype != images.dtype:
+            raise ExerciseFailed(
+                f"with {label}: patchify changed the dtype from {images.dtype} to {out.dtype}; keep the input's dtype"
+            )
+        _diagnose_patches(out, expected, images.shape[-1] // p, p, label)
+        expect_close(out, expected, f"patches with {label}", atol=1e-9, rtol=1e-7)
+        passed_one_channel = passed_one_channel or images.shape[1] == 1
+
+
+# ---------------------------------------------------------------- patch embedding
+
+def _embed_reference(images: Tensor, weight: Tensor, bias: Tensor, p: int) -> Tensor:
+    """The patch embedding as a convolution: ``Conv2d(C, d, p, stride=p)``, flattened and transposed."""
+    d, c = weight.shape[0], images.shape[1]
+    conv = F.conv2d(images, weight.reshape(d, c, p, p), bias, stride=p)  # (B, d, H/p, W/p)
+    return conv.flatten(2).transpose(1, 2)  # (B, N, d)
+
+
+def _embed_mistakes(images: Tensor, weight: Tensor, bias: Tensor, p: int) -> dict[str, Tensor]:
+    b, c, h, w = images.shape
+    d = weight.shape[0]
+    right = _embed_reference(images, weight, bias, p)
+    conv = F.conv2d(images, weight.reshape(d, c, p, p), bias, stride=p)  # (B, d, gh, gw)
+    grid = _grid(images, p)
+    n, size = (h // p) * (w // p), c * p * p
+
+    def project(patches: Tensor) -> Tensor:
+        return patches @ weight.T + bias
+
+    mistakes = {
+        "the bias is missing: add `bias` after multiplying by the weight": right - bias,
+        "the bias is added twice": right + bias,
+        "the patch embedding is linear: there is no activation (GELU, ReLU, tanh) after the projection": F.gelu(right),
+        "the patch embedding is linear: there is no ReLU after the projection": F.relu(right),
+        "the patch embedding is linear: there is no tanh after the projection": torch.tanh(right),
+        "the embeddings are scaled by sqrt(d_model), as token embeddings were in the original Transformer; "
+        "the ViT's patch embedding is just patches @ weight.T + bias": right * d**0.5,
+        "the result is in the convolution's layout (B, d_model, N); transpose it to (B, N, d_model), one row per patch": (
+            right.transpose(1, 2)
+        ),
+        "the result is the convolution's output (B, d_model, H/p, W/p); flatten the grid and transpose to (B, N, d_model)": conv,
+        "the patches are numbered column by column; number them row by row over the grid (patchify's order)": project(
+            grid.permute(0, 4, 2, 1, 3, 5).reshape(b, n, size)
+        ),
+        "each patch is flattened as (p, p, C), channels last, but the weight expects (C, p, p), the order of "
+        "patchify and of a Conv2d weight (d_model, C, p, p)": project(grid.permute(0, 2, 4, 3, 5, 1).reshape(b, n, size)),
+        "the pixels inside each patch are transposed (column before row); flatten each patch as (C, p, p)": project(
+            grid.permute(0, 2, 4, 1, 5, 3).reshape(b, n, size)
+        ),
+        "the image was reshaped to (B, N, C*p*p) without cutting it into p x p patches; use patchify": (
+            project(images.reshape(b, n, size))
+        ),
+        "the patches overlap (a stride of 1); the convolution inside ViT has kernel size and stride p": F.conv2d(
+            images, weight.reshape(d, c, p, p), bias, stride=1
+        ).flatten(2).transpose(1, 2),
+    }
+    mistakes["the patches are not projected: multiply them by weight.T and add bias"] = _reference_patches(images, p)
+    mistakes[
+        "the convolution's output (B, d_model, N) was reshaped to (B, N, d_model), which scrambles it; "
+        "transpose the last two axes instead (.transpose(1, 2))"
+    ] = conv.flatten(2).reshape(b, n, d)
+    if d == size:
+        mistakes[
+            "the weight is not transposed: it is stored as nn.Linear's, (d_model, C*p*p), so compute patches @ weight.T + bias "
+            "(or F.linear(patches, weight, bias))"
+        ] = _reference_patches(images, p) @ weight + bias
+    return mistakes
+
+
+_MATMUL_ERRORS = ("cannot be multiplied", "size mismatch", "must match the size", "Expected size")
+_TRANSPOSE_HINT = (
+    "; the weight is stored as nn.Linear's, (d_model, C*p*p): compute patches @ weight.T + bias "
+    "(or F.linear(patches, weight, bias))"
+)
+
+
+@exercise("patch embedding")
+def check_image_patch_embedding(patch_embedding: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> None:
+    """Check ``patch_embedding(images, weight, bias, patch_size) -> (B, N, d_model)`` against ``F.conv2d``.
+
+    ``weight`` is ``(d_model, C*p*p)`` and ``bias`` ``(d_model,)``, as in
+    ``nn.Linear(C*p*p, d_model)``; the reference is a convolution with kernel
+    size and stride p whose weight is ``weight.reshape(d_model, C, p, p)``.
+    """
+    cases = [
+        ((2, 3, 6, 6), 3, 5),
+        ((3, 1, 8, 8), 2, 4),  # C*p*p = d_model: a missing transpose does not crash here
+        ((2, 2, 4, 6), 2, 7),
+    ]
+    for shape, p, d in cases:
+        images = torch.randn(*shape, dtype=torch.float64)
+        size = shape[1] * p * p
+        weight = torch.randn(d, size, dtype=torch.float64) / size**0.5
+        bias = torch.randn(d, dtype=torch.float64)
+        label = f"images {shape}, weight ({d}, {size}), bias ({d},), patch_size={p}"
+        try:
+            out = call(patch_embedding, images, weight, bias, p, what=label)
+        except ExerciseFailed as err:
+            message = str(err)
+            if any(phrase in message for phrase in _MATMUL_ERRORS):
+                raise ExerciseFailed(message + _TRANSPOSE_HINT) from None
+            raise
+        expected = _embed_reference(images, weight, bias, p)
+        mistakes = _embed_mistakes(images, weight, bias, p)
+        expect_close(out, expected, f"the embeddings with {label}", atol=1e-8, rtol=1e-6, mistakes=mistakes)
+
+
+# ---------------------------------------------------------------- ViT forward pass
+
+def _vit_variants(model, images: Tensor) -> dict[str, Tensor]:
+    """Outputs of typical wrong forward passes, built from the model's own submodules."""
+    b = images.shape[0]
+    patches = model.patch_embed(images)  # (B, N, d)
+    n = patches.shape[1]
+    cls = model.cls_token.expand(b, -1, -1)  # (B, 1, d)
+    pos = model.pos_embed  # (1, N + 1, d)
+
+    def blocks(x: Tensor, which=None) -> Tensor:
+        for block in model.blocks if which is None else which:
+            x = block(x)
+        return x
+
+    def head_cls(x: Tensor) -> Tensor:
+        return model.head(model.norm(x)[:, 0])
+
+    with_cls = torch.cat([cls, patches], dim=1)  # (B, N + 1, d)
+    right_tokens = with_cls + pos
+    out = blocks(right_tokens)
+    variants = {
+        "the class token is missing: prepend model.cls_token (expanded to the batch) to the patch embeddings, add the "
+        "position embeddings, and give the head the class token's output (index 0)": head_cls(blocks(patches + pos[:, 1:])),
+        "the class token is missing (the head reads the first patch): prepend model.cls_token, expanded to the batch, "
+        "before the blocks": head_cls(blocks(patches + pos[:, :n])),
+        "the class token is missing and the head is applied to the mean of the patches; prepend model.cls_token "
+        "and read the head's input from it (index 0)": model.head(model.norm(blocks(patches + pos[:, 1:])).mean(1)),
+        "the position embeddings are not added: add model.pos_embed to the tokens (after prepending the class token)": (
+            head_cls(blocks(with_cls))
+        ),
+        "the position embeddings were added before prepending the class token: model.pos_embed has N + 1 rows, row 0 "
+        "for the class token, so concatenate first, then add": head_cls(blocks(torch.cat([cls, patches + pos[:, 1:]], 1))),
+        "the position embeddings were added before prepending the class token (with rows 0..N-1): model.pos_embed has "
+        "N + 1 rows, row 0 for the class token, so concatenate first, then add": (
+            head_cls(blocks(torch.cat([cls, patches + pos[:, :n]], 1)))
+        ),
+        "the head is applied to the mean over all tokens; apply it to the class token's output, x[:, 0]": (
+            model.head(model.norm(out).mean(1))
+        ),
+        "the head is applied to the mean over the patch tokens; apply it to the class token's output, x[:, 0]": model.head(
+            model.norm(out)[:, 1:].mean(1)
+        ),
+        "the head reads the last token; the class token is the first one, x[:, 0]": model.head(model.norm(out)[:, -1]),
+        "the final layer norm is missing: with pre-LN blocks the output is not normalised, apply model.norm before the head": (
+            model.head(out[:, 0])
+        ),
+        "the class token was appended at the end; prepend it (position 0, the row of pos_embed that belongs to it)": model.head(
+            model.norm(blocks(torch.cat([patches, cls], 1) + pos))[:, -1]
+        ),
+        "the class token was appended at the end (and the head reads token 0); prepend it and read x[:, 0]": head_cls(
+            blocks(torch.cat([patches, cls], 1) + pos)
+        ),
+        "the encoder blocks are skipped: pass the tokens through every block of model.blocks": head_cls(right_tokens),
+        "the layer norm is applied to the tokens before the blocks instead of after them; "
+        "apply model.norm after the last block": model.head(blocks(model.norm(right_tokens))[:, 0]),
+        "the head is applied to every token; apply it to the class token's output only, x[:, 0]": model.head(model.norm(out)),
+        "the head is applied to the mean over all tokens (taken before the final norm); apply model.norm, then the "
+        "head to the class token's output, x[:, 0]": model.head(model.norm(out.mean(1))),
+        "model.norm is applied after every block; apply it once, after the last block": head_cls(
+            _each_block_then_norm(model, right_tokens)
+        ),
+        "softmax was applied to the output; return the logits (F.cross_entropy applies log-softmax itself)": torch.softmax(
+            head_cls(out), dim=-1
+        ),
+    }
+    if len(model.blocks) > 1:
+        variants["only the first encoder block is applied: loop over all of model.blocks"] = (
+            head_cls(blocks(right_tokens, model.blocks[:1]))
+        )
+        variants["only the last encoder block is applied: loop over all of model.blocks"] = (
+            head_cls(blocks(right_tokens, model.blocks[-1:]))
+        )
+    return variants
+
+
+def _each_block_then_norm(model, x: Tensor) -> Tensor:
+    for block in model.blocks[:-1]:
+        x = model.norm(block(x))
+    return model.blocks[-1](x)  # head_cls applies the last norm
+
+
+_EXPAND_HINT = (
+    "; model.cls_token is (1, 1, d_model): expand it to the batch, model.cls_token.expand(batch, -1, -1), "
+    "then torch.cat([cls, patches], dim=1)"
+)
+
+
+def _unwrap_module_list_error(fn: Callable) -> Callable:
+    """Calling ``model.blocks(x)`` raises torch's NotImplementedError (a ModuleList has no forward): not a stub."""
+
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError as err:
+            if "forward" in str(err) and "Module" in str(err):
+                raise ExerciseFailed(
+                    f"your code called a module without a forward ({err}); model.blocks is an nn.ModuleList: "
+                    "loop over it, `for block in model.blocks: x = block(x)`"
+                ) from None
+            raise
+
+    wrapped.__name__ = getattr(fn, "__name__", "vit_forward")
+    return wrapped
+
+
+@exercise("ViT forward pass")
+def check_vit_forward(vit_forward: Callable) -> None:
+    """Check ``vit_forward(model, images) -> logits (B, num_classes)`` against the model's own forward.
+
+    Uses a small random ``helpers.models.VisionTransformer`` (6 x 6 images with 2
+    channels, 3 x 3 patches of 2 x 2, width 12, 3 heads, 2 blocks, 7 classes) in
+    float64, with a large random class token and position embeddings so that
+    forgetting either shows.
+    """
+    from helpers.models.vit import VisionTransformer
+
+    model = VisionTransformer(
+        image_size=6, patch_size=2, in_channels=2, num_classes=7, d_model=12, depth=2, num_heads=3, d_ff=20
+    ).double().eval()
+    with torch.no_grad():
+        model.cls_token.normal_()
+        model.pos_embed.normal_()
+        model.norm.weight.uniform_(0.5, 1.5)
+        model.norm.bias.normal_(0, 0.5)
+    images = torch.rand(3, 2, 6, 6, dtype=torch.float64)
+    calls: list[int] = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        with torch.no_grad():
+            expected = model(images)
+            calls.clear()
+            label = (
+                "a VisionTransformer(image_size=6, patch_size=2, in_channels=2, d_model=12, depth=2, num_classes=7) "
+                "and images (3, 2, 6, 6)"
+            )
+            try:
+                student = vit_forward if is_unattempted(vit_forward) else _unwrap_module_list_error(vit_forward)
+                out = call(student, model, images, what=label)
+            except ExerciseFailed as err:
+                message = str(err)
+                if "Sizes of tensors must match" in message or "same number of dimensions" in message:
+                    raise ExerciseFailed(message + _EXPAND_HINT) from None
+                raise
+            if calls:
+                raise ExerciseFailed(
+                    "your function calls model(images), the forward pass it should write; build it from model.patch_embed, "
+                    "model.cls_token, model.pos_embed, model.blocks, model.norm and model.head"
+                )
+            hook.remove()
+            expect_close(out, expected, "the logits", atol=1e-8, rtol=1e-6, mistakes=_vit_variants(model, images))
+    finally:
+        hook.remove()

@@ -1,5 +1,98 @@
-"""Figures of notebooks 06-07 (blocks, the MNIST-1D classifier): signals, results bar charts."""
+"""Figures of notebook 07: MNIST-1D examples, patches, the results bar chart, attention over a signal."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from helpers.plots.core import to_numpy
+
+__all__ = ["signal_examples", "patch_windows", "results_bars", "attention_over_signal"]
+
+
+def signal_examples(x: object, y: object, num_classes: int = 10, per_class: int = 3) -> Figure:
+    """A grid with one panel per class, ``per_class`` example signals in each: x ``(n, length)``, y ``(n,)``."""
+    x, y = to_numpy(x), to_numpy(y)
+    ncols = 5
+    nrows = -(-num_classes // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.3 * ncols, 1.9 * nrows), sharex=True, sharey=True, squeeze=False)
+    for label, ax in enumerate(axes.flat):
+        if label >= num_classes:
+            ax.axis("off")
+            continue
+        for k, idx in enumerate(np.flatnonzero(y == label)[:per_class]):
+            ax.plot(x[idx], lw=1.2, alpha=1.0 if k == 0 else 0.5)
+        ax.set_title(f"class {label}")
+    fig.supxlabel("position in the signal")
+    fig.tight_layout()
+    return fig
+
+
+def patch_windows(signal: object, patch_size: int, stride: int, highlight: Sequence[int] = (0, 1, 2)) -> Figure:
+    """A signal with the windows that become tokens: every window as a bar, a few highlighted."""
+    s = to_numpy(signal)
+    n = (len(s) - patch_size) // stride + 1
+    fig, (ax_sig, ax_win) = plt.subplots(2, 1, figsize=(8, 3.6), sharex=True, gridspec_kw={"height_ratios": [2, 1.4]})
+    ax_sig.plot(np.arange(len(s)), s, marker=".", color="black", lw=1)
+    colors = sns.color_palette(n_colors=len(highlight))
+    for color, i in zip(colors, highlight):
+        ax_sig.axvspan(i * stride - 0.5, i * stride + patch_size - 0.5, color=color, alpha=0.25)
+    ax_sig.set(ylabel="value", title=f"{n} overlapping patches of {patch_size} samples, one every {stride}")
+    for i in range(n):
+        color = colors[list(highlight).index(i)] if i in highlight else "lightgrey"
+        ax_win.barh(i, patch_size, left=i * stride - 0.5, color=color, height=0.8)
+    ax_win.set(xlabel="position in the signal", ylabel="token", ylim=(n, -1))
+    fig.tight_layout()
+    return fig
+
+
+def results_bars(measured: Mapping[str, float], published: Mapping[str, float] | None = None, title: str | None = None) -> Figure:
+    """Test accuracy (%) per model, measured next to published figures (``None`` where there is none)."""
+    names = list(dict.fromkeys([*measured, *(published or {})]))
+    pos = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    got = [measured.get(n, np.nan) for n in names]
+    ax.bar(pos - 0.2, got, width=0.4, label="measured here")
+    if published:
+        ax.bar(pos + 0.2, [published.get(n, np.nan) for n in names], width=0.4, label="published (Greydanus, 2020)")
+    for p, v in zip(pos, got):
+        if not np.isnan(v):
+            ax.text(p - 0.2, v + 1, f"{v:.1f}", ha="center", fontsize="small")
+    ax.set(xticks=pos, ylabel="test accuracy (%)", ylim=(0, 105))
+    ax.set_xticklabels([n.replace(" ", "\n") for n in names])
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def attention_over_signal(
+    signals: object, weights: object, patch_size: int, stride: int, titles: Sequence[str] | None = None
+) -> Figure:
+    """Per example: the signal, the attention map ``(tokens, tokens)`` and the attention each patch receives.
+
+    ``signals`` ``(k, length)``, ``weights`` ``(k, tokens, tokens)`` (averaged over heads).
+    The received attention (column means) is drawn over the centre of each patch.
+    """
+    s, w = to_numpy(signals), to_numpy(weights)
+    k = len(s)
+    fig, axes = plt.subplots(2, k, figsize=(3.6 * k, 6), squeeze=False, gridspec_kw={"height_ratios": [1, 1.5]})
+    for j in range(k):
+        n = w[j].shape[-1]
+        centres = np.arange(n) * stride + (patch_size - 1) / 2
+        received = w[j].mean(0)  # (tokens,) attention each patch receives, averaged over queries
+        ax = axes[0, j]
+        ax.plot(s[j], color="black", lw=1)
+        ax2 = ax.twinx()
+        ax2.bar(centres, received, width=stride * 0.9, alpha=0.35, color="tab:orange")
+        ax2.set_yticks([])
+        ax.set(title=titles[j] if titles else None, xlabel="position")
+        sns.heatmap(w[j], ax=axes[1, j], cmap="viridis", cbar=False, square=True, xticklabels=4, yticklabels=4)
+        axes[1, j].set(xlabel="key patch", ylabel="query patch")
+    fig.tight_layout()
+    return fig

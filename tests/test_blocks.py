@@ -1,0 +1,92 @@
+"""helpers.blocks equals PyTorch's nn.TransformerEncoderLayer / nn.TransformerDecoderLayer (dropout 0)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.attention import causal_mask
+from helpers.blocks import (
+    DecoderBlock,
+    EncoderBlock,
+    FeedForward,
+    copy_decoder_block_to_torch,
+    copy_encoder_block_to_torch,
+)
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+D_MODEL, HEADS, D_FF = 12, 3, 20
+
+
+def torch_encoder(ours: EncoderBlock, norm_first: bool, activation: str = "relu") -> nn.TransformerEncoderLayer:
+    theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first)
+    return copy_encoder_block_to_torch(ours, theirs).eval()
+
+
+def torch_decoder(ours: DecoderBlock, norm_first: bool) -> nn.TransformerDecoderLayer:
+    theirs = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+    return copy_decoder_block_to_torch(ours, theirs).eval()
+
+
+def test_feed_forward_parameters_and_shape():
+    ff = FeedForward(8)
+    assert ff.linear1.out_features == 32
+    assert sum(p.numel() for p in ff.parameters()) == 2 * 8 * 32 + 32 + 8
+    assert ff(torch.randn(2, 3, 8)).shape == (2, 3, 8)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_encoder_block_matches_torch(norm_first, masked):
+    torch.manual_seed(0)
+    ours = EncoderBlock(D_MODEL, HEADS, D_FF, norm_first=norm_first).eval()
+    with torch.no_grad():  # non-trivial layer-norm parameters, so a swapped norm shows
+        for norm in (ours.norm1, ours.norm2):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0, 0.1)
+    theirs = torch_encoder(ours, norm_first)
+    x = torch.randn(2, 5, D_MODEL)
+    mask = causal_mask(5) if masked else None
+    out = ours(x, mask)
+    ref = theirs(x, src_mask=None if mask is None else ~mask)
+    assert out.shape == (2, 5, D_MODEL)
+    torch.testing.assert_close(out, ref, **TOL)
+
+
+def test_encoder_block_gelu_pre_ln_matches_torch():
+    torch.manual_seed(1)
+    ours = EncoderBlock(D_MODEL, HEADS, D_FF, norm_first=True, activation="gelu").eval()
+    theirs = torch_encoder(ours, True, activation="gelu")
+    x = torch.randn(3, 4, D_MODEL)
+    torch.testing.assert_close(ours(x), theirs(x), **TOL)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_block_matches_torch(norm_first):
+    torch.manual_seed(2)
+    ours = DecoderBlock(D_MODEL, HEADS, D_FF, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for norm in (ours.norm1, ours.norm2, ours.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0, 0.1)
+    theirs = torch_decoder(ours, norm_first)
+    x, memory = torch.randn(2, 4, D_MODEL), torch.randn(2, 6, D_MODEL)
+    out = ours(x, memory, tgt_mask=causal_mask(4))
+    ref = theirs(x, memory, tgt_mask=~causal_mask(4))
+    assert out.shape == (2, 4, D_MODEL)
+    torch.testing.assert_close(out, ref, **TOL)
+
+
+def test_decoder_block_is_causal():
+    """Changing a future target token leaves the outputs at earlier positions unchanged."""
+    torch.manual_seed(3)
+    block = DecoderBlock(D_MODEL, HEADS, D_FF).eval()
+    x, memory = torch.randn(1, 5, D_MODEL), torch.randn(1, 6, D_MODEL)
+    changed = x.clone()
+    changed[:, 3] += 5.0
+    out, out_changed = block(x, memory, causal_mask(5)), block(changed, memory, causal_mask(5))
+    torch.testing.assert_close(out[:, :3], out_changed[:, :3], atol=1e-6, rtol=0)
+    assert (out[:, 3:] - out_changed[:, 3:]).abs().max() > 1e-3
+    unmasked, unmasked_changed = block(x, memory), block(changed, memory)
+    assert (unmasked[:, :3] - unmasked_changed[:, :3]).abs().max() > 1e-3

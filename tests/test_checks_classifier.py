@@ -1,0 +1,243 @@
+"""The checks of notebook 07 pass the reference, spot the stub and name the typical mistakes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.checks.classifier import check_classifier_forward, check_patch_embedding, check_train_step
+from helpers.models.classifier import PatchEmbedding
+from helpers.training import train_step
+from tests.conftest import assert_caught, assert_not_attempted
+
+# ---------------------------------------------------------------- patch embedding
+
+
+def make_patch_embedding(forward=None, proj_shape=None):
+    class Student(nn.Module):
+        def __init__(self, patch_size, stride, d_model):
+            super().__init__()
+            self.patch_size, self.stride = patch_size, stride
+            self.proj = nn.Linear(*(proj_shape(patch_size, d_model) if proj_shape else (patch_size, d_model)))
+
+        def forward(self, x):
+            return forward(self, x)
+
+    return Student
+
+
+def test_patch_reference_passes():
+    assert check_patch_embedding(PatchEmbedding) is True
+
+
+def test_patch_loop_version_passes():
+    def loop(self, x):
+        n = (x.shape[1] - self.patch_size) // self.stride + 1
+        patches = torch.stack([x[:, i * self.stride : i * self.stride + self.patch_size] for i in range(n)], 1)
+        return self.proj(patches)
+
+    assert check_patch_embedding(make_patch_embedding(loop)) is True
+
+
+def test_patch_stub_not_attempted(capsys):
+    def stub(self, x):
+        raise NotImplementedError
+
+    assert_not_attempted(check_patch_embedding, make_patch_embedding(stub), capsys)
+    assert_not_attempted(check_patch_embedding, ..., capsys)
+
+
+PATCH_MISTAKES = [
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, 1)), ["stride is ignored"]),
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.patch_size)), ["do not overlap"]),
+    (lambda self, x: x.unfold(1, self.patch_size, self.stride), ["not projected"]),
+    (lambda self, x: x.unfold(1, self.patch_size, self.stride) @ self.proj.weight.T, ["bias is missing"]),
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)[:, :-1]), ["one patch short"]),
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)).transpose(1, 2), ["transposed"]),
+    (lambda self, x: self.proj(x.unfold(1, self.stride, self.patch_size)), ["window size first"]),
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride).flip(-1)), ["reversed"]),
+    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)) * 2, ["differs from the reference", "largest difference"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", PATCH_MISTAKES)
+def test_patch_mistakes_are_named(wrong, phrases):
+    assert_caught(check_patch_embedding, make_patch_embedding(wrong), *phrases)
+
+
+def test_patch_wrong_linear_and_missing_proj():
+    ok = lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride))  # noqa: E731
+    assert_caught(check_patch_embedding, make_patch_embedding(ok, proj_shape=lambda p, d: (d, p)), "nn.Linear(patch_size, d_model)")
+
+    class NoProj(nn.Module):
+        def __init__(self, patch_size, stride, d_model):
+            super().__init__()
+            self.linear = nn.Linear(patch_size, d_model)
+
+    assert_caught(check_patch_embedding, NoProj, "no attribute `proj`")
+
+
+# ---------------------------------------------------------------- forward pass
+
+
+def forward_reference(model, x):
+    h = model.patch_embed(x)
+    if model.pooling == "cls":
+        cls = model.cls_token.expand(x.shape[0], -1, -1)
+        h = torch.cat([cls, h], dim=1)
+    h = h + model.pos_embed
+    for block in model.blocks:
+        h = block(h)
+    h = model.norm(h)
+    return model.head(h[:, 0] if model.pooling == "cls" else h.mean(dim=1))
+
+
+def forward_cls_only(model, x):
+    """Right for the class-token model, but always reads position 0."""
+    h = model.patch_embed(x)
+    if model.cls_token is not None:
+        h = torch.cat([model.cls_token.expand(x.shape[0], -1, -1), h], dim=1)
+    h = h + model.pos_embed
+    for block in model.blocks:
+        h = block(h)
+    return model.head(model.norm(h)[:, 0])
+
+
+def make_forward(pos=True, cls_at_end=False, pool="cls", norm=True, blocks="all", post=None, head_all=False, norm_first=False):
+    def forward(model, x):
+        tokens = model.patch_embed(x)
+        cls = model.cls_token.expand(x.shape[0], -1, -1)
+        h = torch.cat([tokens, cls] if cls_at_end else [cls, tokens], dim=1)
+        if pos:
+            h = h + model.pos_embed
+        if norm_first:
+            h = model.norm(h)
+        chosen = {"all": list(model.blocks), "none": [], "first": [model.blocks[0]], "first_twice": [model.blocks[0]] * 2}[blocks]
+        for block in chosen:
+            h = block(h)
+        if norm and not norm_first:
+            h = model.norm(h)
+        if head_all:
+            return model.head(h)
+        pooled = {"cls": h[:, 0], "last": h[:, -1], "mean": h.mean(1)}[pool]
+        logits = model.head(pooled)
+        return post(logits) if post else logits
+
+    return forward
+
+
+def test_forward_reference_passes():
+    assert check_classifier_forward(forward_reference) is True
+    assert check_classifier_forward(lambda model, x: model(x)) is True
+
+
+def test_forward_stub_not_attempted(capsys):
+    def stub(model, x):
+        raise NotImplementedError
+
+    assert_not_attempted(check_classifier_forward, stub, capsys)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (make_forward(pos=False), ["position embeddings are not added"]),
+        (make_forward(pool="last"), ["reads the last token"]),
+        (make_forward(pool="mean"), ["tokens are averaged"]),
+        (make_forward(cls_at_end=True), ["appended at the end"]),
+        (make_forward(norm=False), ["final layer norm"]),
+        (make_forward(blocks="none"), ["blocks are skipped"]),
+        (make_forward(blocks="first"), ["only the first encoder block"]),
+        (make_forward(blocks="first_twice"), ["applied twice"]),
+        (make_forward(post=lambda z: torch.softmax(z, -1)), ["softmax"]),
+        (make_forward(head_all=True), ["one row per token"]),
+        (make_forward(norm_first=True), ["before the blocks"]),
+        (make_forward(post=lambda z: z * 1.01), ["differs from the reference"]),
+        (forward_cls_only, ["pooling='mean'", "h.mean(dim=1)"]),
+    ],
+)
+def test_forward_mistakes_are_named(wrong, phrases):
+    assert_caught(check_classifier_forward, wrong, *phrases)
+
+
+# ---------------------------------------------------------------- training step
+
+
+def test_train_step_reference_passes():
+    assert check_train_step(train_step) is True
+
+
+def test_train_step_zero_grad_at_the_end_passes():
+    def step(model, optimizer, x, y):
+        model.train()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return float(loss.detach())
+
+    assert check_train_step(step) is True
+
+
+def test_train_step_stub_not_attempted(capsys):
+    def stub(model, optimizer, x, y):
+        raise NotImplementedError
+
+    assert_not_attempted(check_train_step, stub, capsys)
+
+
+def wrong_step(zero=True, backward=True, step=True, train=True, loss_fn=None, ret="item", zero_between=False, step_first=False):
+    def fn(model, optimizer, x, y):
+        if train:
+            model.train()
+        if zero:
+            optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y) if loss_fn else F.cross_entropy(logits, y)
+        if step_first:
+            optimizer.step()
+        if backward:
+            loss.backward()
+        if zero_between:
+            optimizer.zero_grad()
+        if step and not step_first:
+            optimizer.step()
+        return {"item": loss.item(), "tensor": loss, "none": None}[ret]
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (wrong_step(zero=False), ["accumulate", "zero_grad"]),
+        (wrong_step(step=False), ["optimizer.step()"]),
+        (wrong_step(backward=False), ["loss.backward()"]),
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(torch.softmax(z, -1), y)), ["softmax was applied before"]),
+        (wrong_step(ret="tensor"), ["returned a tensor", "loss.item()"]),
+        (wrong_step(ret="none"), ["returned None"]),
+        (wrong_step(train=False), ["eval mode", "model.train()"]),
+        (wrong_step(zero_between=True), ["not between backward and step"]),
+        (wrong_step(step_first=True), ["not before it"]),
+        (wrong_step(loss_fn=lambda z, y: F.nll_loss(z, y)), ["nll_loss"]),
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(z, y, reduction="sum")), ["summed"]),
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(z, y, label_smoothing=0.1)), ["loss of the first step"]),
+    ],
+)
+def test_train_step_mistakes_are_named(wrong, phrases):
+    assert_caught(check_train_step, wrong, *phrases)
+
+
+def test_train_step_double_step_is_caught():
+    def twice(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.step()
+        return loss.item()
+
+    assert_caught(check_train_step, twice, "second is")

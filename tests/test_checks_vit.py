@@ -1,0 +1,309 @@
+"""The checks of notebook 08 accept the reference, report stubs, and name typical mistakes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.checks import check_image_patch_embedding, check_patchify, check_vit_forward
+from helpers.models import patchify, vit_forward
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _grid(images, p):
+    b, c, h, w = images.shape
+    return images.reshape(b, c, h // p, p, w // p, p)
+
+
+def _flat(x, b):
+    return x.reshape(b, x.shape[1] * x.shape[2], -1)
+
+
+# ---------------------------------------------------------------- patchify
+
+def test_patchify_reference_passes(capsys):
+    assert check_patchify(patchify) is True
+    assert "correct" in capsys.readouterr().out
+
+
+def test_patchify_unfold_answer_passes():
+    assert check_patchify(lambda x, p: F.unfold(x, p, stride=p).transpose(1, 2)) is True
+
+
+def test_patchify_tensor_unfold_answer_passes():
+    def answer(images, p):
+        b, c = images.shape[:2]
+        x = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, gh, gw, p, p)
+        return x.permute(0, 2, 3, 1, 4, 5).reshape(b, -1, c * p * p)
+
+    assert check_patchify(answer) is True
+
+
+@pytest.mark.parametrize("stub", [..., _stub])
+def test_patchify_stub_not_attempted(stub, capsys):
+    assert_not_attempted(check_patchify, stub, capsys)
+
+
+PATCHIFY_MISTAKES = {
+    "column-major": (lambda x, p: _flat(_grid(x, p).permute(0, 4, 2, 1, 3, 5), x.shape[0]), "column by column"),
+    "pixels transposed": (lambda x, p: _flat(_grid(x, p).permute(0, 2, 4, 1, 5, 3), x.shape[0]), "transposed"),
+    "channels last": (lambda x, p: _flat(_grid(x, p).permute(0, 2, 4, 3, 5, 1), x.shape[0]), "channels are interleaved"),
+    "plain reshape": (lambda x, p: x.reshape(x.shape[0], -1, x.shape[1] * p * p), "without moving any axis"),
+    "channel not moved": (
+        lambda x, p: x.unfold(2, p, p).unfold(3, p, p).reshape(x.shape[0], -1, x.shape[1] * p * p),
+        "channel axis was not moved",
+    ),
+    "overlapping": (lambda x, p: F.unfold(x, p, stride=1).transpose(1, 2), "overlap"),
+    "unfold layout": (lambda x, p: F.unfold(x, p, stride=p), "transpose it"),
+    "grid kept": (
+        lambda x, p: _grid(x, p).permute(0, 2, 4, 1, 3, 5).reshape(x.shape[0], x.shape[2] // p, x.shape[3] // p, -1),
+        "grid was not flattened",
+    ),
+    "hard-coded p": (lambda x, p: patchify(x, 2), "hard-coded"),
+    "grid sides swapped": (
+        lambda x, p: x.reshape(x.shape[0], x.shape[1], x.shape[3] // p, p, x.shape[2] // p, p)
+        .permute(0, 2, 4, 1, 3, 5)
+        .reshape(x.shape[0], -1, x.shape[1] * p * p),
+        "swapped",
+    ),
+    "numpy": (lambda x, p: patchify(x, p).numpy(), "numpy"),
+    "unfold reshaped": (lambda x, p: F.unfold(x, p, stride=p).reshape(x.shape[0], -1, x.shape[1] * p * p), "scrambles"),
+    "float32": (lambda x, p: patchify(x, p).float(), "dtype"),
+    "only first channel": (lambda x, p: patchify(x[:, :1], p), "C * p * p"),
+    "batch dropped": (lambda x, p: patchify(x, p)[0], "3 axes"),
+    "raises": (lambda x, p: x.view(-1, p * p, 7), "raised RuntimeError"),
+}
+
+
+@pytest.mark.parametrize("name", list(PATCHIFY_MISTAKES))
+def test_patchify_mistakes_are_named(name):
+    answer, phrase = PATCHIFY_MISTAKES[name]
+    assert_caught(check_patchify, answer, phrase)
+
+
+def test_patchify_view_after_permute_error_is_reported():
+    def answer(x, p):
+        b, c, h, w = x.shape
+        return x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).view(b, -1, c * p * p)
+
+    assert_caught(check_patchify, answer, "raised RuntimeError", "reshape")
+
+
+def test_patchify_one_channel_only_is_named():
+    def answer(x, p):
+        b, _, h, w = x.shape
+        return x.reshape(b, h // p, p, w // p, p).permute(0, 1, 3, 2, 4).reshape(b, -1, p * p)
+
+    assert_caught(check_patchify, answer, "works for one channel but not for C = 3")
+
+
+def test_patchify_in_place_is_named():
+    def answer(x, p):
+        out = patchify(x, p).clone()
+        x.zero_()
+        return out
+
+    assert_caught(check_patchify, answer, "in place")
+
+
+def test_patchify_swapped_patches_are_located():
+    def answer(x, p):
+        out = patchify(x, p).clone()
+        out[:, [0, 1]] = out[:, [1, 0]]
+        return out
+
+    assert_caught(check_patchify, answer, "holds the pixels of patch 1", "wrong order")
+
+
+def test_patchify_shuffled_pixels_are_located():
+    def answer(x, p):
+        out = patchify(x, p).clone()
+        out[:, 2] = out[:, 2].flip(-1)
+        return out
+
+    assert_caught(check_patchify, answer, "patch 2 of image 0", "right pixels in the wrong order")
+
+
+def test_patchify_wrong_values_are_located():
+    assert_caught(check_patchify, lambda x, p: patchify(x, p) * 2, "holds the wrong pixels", "images[0, :, 0:2, 0:2]")
+
+
+# ---------------------------------------------------------------- patch embedding
+
+def _embed(images, weight, bias, p):
+    return patchify(images, p) @ weight.T + bias
+
+
+def test_patch_embedding_reference_passes():
+    assert check_image_patch_embedding(_embed) is True
+
+
+def test_patch_embedding_linear_and_conv_answers_pass():
+    assert check_image_patch_embedding(lambda x, w, b, p: F.linear(patchify(x, p), w, b)) is True
+
+    def conv_answer(x, w, b, p):
+        conv = F.conv2d(x, w.reshape(w.shape[0], x.shape[1], p, p), b, stride=p)  # (B, d, gh, gw)
+        return conv.flatten(2).transpose(1, 2)
+
+    assert check_image_patch_embedding(conv_answer) is True
+
+
+@pytest.mark.parametrize("stub", [..., _stub])
+def test_patch_embedding_stub_not_attempted(stub, capsys):
+    assert_not_attempted(check_image_patch_embedding, stub, capsys)
+
+
+def _channels_last(x, p):
+    return _flat(_grid(x, p).permute(0, 2, 4, 3, 5, 1), x.shape[0])
+
+
+EMBED_MISTAKES = {
+    "no bias": (lambda x, w, b, p: patchify(x, p) @ w.T, "bias is missing"),
+    "weight not transposed": (lambda x, w, b, p: patchify(x, p) @ w + b, "weight.T"),
+    "gelu": (lambda x, w, b, p: F.gelu(_embed(x, w, b, p)), "no activation"),
+    "relu": (lambda x, w, b, p: torch.relu(_embed(x, w, b, p)), "no ReLU"),
+    "scaled": (lambda x, w, b, p: _embed(x, w, b, p) * w.shape[0] ** 0.5, "sqrt(d_model)"),
+    "conv layout": (lambda x, w, b, p: _embed(x, w, b, p).transpose(1, 2), "(B, N, d_model)"),
+    "conv not flattened": (
+        lambda x, w, b, p: F.conv2d(x, w.reshape(w.shape[0], x.shape[1], p, p), b, stride=p),
+        "flatten the grid",
+    ),
+    "channels last": (lambda x, w, b, p: _channels_last(x, p) @ w.T + b, "channels last"),
+    "column-major": (lambda x, w, b, p: _flat(_grid(x, p).permute(0, 4, 2, 1, 3, 5), x.shape[0]) @ w.T + b, "column by column"),
+    "plain reshape": (lambda x, w, b, p: x.reshape(x.shape[0], -1, x.shape[1] * p * p) @ w.T + b, "use patchify"),
+    "stride 1": (
+        lambda x, w, b, p: F.conv2d(x, w.reshape(w.shape[0], x.shape[1], p, p), b, stride=1).flatten(2).transpose(1, 2),
+        "overlap",
+    ),
+    "bias twice": (lambda x, w, b, p: _embed(x, w, b, p) + b, "twice"),
+    "not projected": (lambda x, w, b, p: patchify(x, p), "not projected"),
+    "conv reshaped": (
+        lambda x, w, b, p: F.conv2d(x, w.reshape(w.shape[0], x.shape[1], p, p), b, stride=p).reshape(x.shape[0], -1, w.shape[0]),
+        "scrambles",
+    ),
+    "numpy": (lambda x, w, b, p: _embed(x, w, b, p).numpy(), "numpy"),
+    "wrong value": (lambda x, w, b, p: _embed(x, w, b, p) + 0.1 * (x.sum() > -1e9), "differs from the reference"),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBED_MISTAKES))
+def test_patch_embedding_mistakes_are_named(name):
+    answer, phrase = EMBED_MISTAKES[name]
+    assert_caught(check_image_patch_embedding, answer, phrase)
+
+
+def test_patch_embedding_weight_on_the_left_gets_the_hint():
+    assert_caught(check_image_patch_embedding, lambda x, w, b, p: w @ patchify(x, p) + b, "raised RuntimeError", "weight.T")
+
+
+def test_patch_embedding_untransposed_weight_crash_gets_the_hint():
+    def answer(x, w, b, p):
+        if x.shape[1] == 1:  # the square case first in some orders: make sure the crash path is taken
+            return _embed(x, w, b, p)
+        return patchify(x, p) @ w + b
+
+    assert_caught(check_image_patch_embedding, answer, "raised RuntimeError", "weight.T")
+
+
+# ---------------------------------------------------------------- ViT forward
+
+def test_vit_forward_reference_passes():
+    assert check_vit_forward(vit_forward) is True
+
+
+@pytest.mark.parametrize("stub", [..., _stub])
+def test_vit_forward_stub_not_attempted(stub, capsys):
+    assert_not_attempted(check_vit_forward, stub, capsys)
+
+
+def _tokens(model, images, cls_first=True, pos=True):
+    patches = model.patch_embed(images)
+    cls = model.cls_token.expand(images.shape[0], -1, -1)
+    x = torch.cat([cls, patches], 1) if cls_first else torch.cat([patches, cls], 1)
+    return x + model.pos_embed if pos else x
+
+
+def _cls(model, images):
+    return model.cls_token.expand(images.shape[0], -1, -1)
+
+
+def _blocks(model, x):
+    for block in model.blocks:
+        x = block(x)
+    return x
+
+
+VIT_MISTAKES = {
+    "no class token": (
+        lambda m, x: m.head(m.norm(_blocks(m, m.patch_embed(x) + m.pos_embed[:, 1:]))[:, 0]),
+        "class token is missing",
+    ),
+    "no position embeddings": (
+        lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x, pos=False)))[:, 0]),
+        "position embeddings are not added",
+    ),
+    "pos before cls": (
+        lambda m, x: m.head(m.norm(_blocks(m, torch.cat([_cls(m, x), m.patch_embed(x) + m.pos_embed[:, 1:]], 1)))[:, 0]),
+        "before prepending the class token",
+    ),
+    "pos before cls, first rows": (
+        lambda m, x: m.head(
+            m.norm(
+                _blocks(m, torch.cat([m.cls_token.expand(x.shape[0], -1, -1), m.patch_embed(x) + m.pos_embed[:, :-1]], 1))
+            )[:, 0]
+        ),
+        "before prepending the class token",
+    ),
+    "mean head": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x))).mean(1)), "mean over all tokens"),
+    "mean of patches": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x)))[:, 1:].mean(1)), "mean over the patch tokens"),
+    "mean before norm": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x)).mean(1))), "mean over all tokens"),
+    "norm after every block": (
+        lambda m, x: m.head(m.norm(m.blocks[1](m.norm(m.blocks[0](_tokens(m, x)))))[:, 0]),
+        "after every block",
+    ),
+    "no final norm": (lambda m, x: m.head(_blocks(m, _tokens(m, x))[:, 0]), "final layer norm is missing"),
+    "last token": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x)))[:, -1]), "last token"),
+    "cls appended": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x, cls_first=False)))[:, -1]), "appended at the end"),
+    "no blocks": (lambda m, x: m.head(m.norm(_tokens(m, x))[:, 0]), "blocks are skipped"),
+    "one block": (lambda m, x: m.head(m.norm(m.blocks[0](_tokens(m, x)))[:, 0]), "only the first encoder block"),
+    "head on all tokens": (lambda m, x: m.head(m.norm(_blocks(m, _tokens(m, x)))), "every token"),
+    "cls not expanded": (
+        lambda m, x: m.head(m.norm(_blocks(m, torch.cat([m.cls_token, m.patch_embed(x)], 1) + m.pos_embed))[:, 0]),
+        "expand it to the batch",
+    ),
+    "calls the model": (lambda m, x: m(x), "calls model(images)"),
+    "norm first": (lambda m, x: m.head(_blocks(m, m.norm(_tokens(m, x)))[:, 0]), "before the blocks"),
+    "probabilities": (lambda m, x: torch.softmax(vit_forward(m, x), -1), "return the logits"),
+    "wrong scale": (lambda m, x: 1.5 * vit_forward(m, x), "differs from the reference"),
+    "numpy": (lambda m, x: vit_forward(m, x).numpy(), "numpy"),
+}
+
+
+def test_vit_forward_calling_the_module_list_is_not_a_stub():
+    def answer(m, x):
+        return m.head(m.norm(m.blocks(_tokens(m, x)))[:, 0])
+
+    assert_caught(check_vit_forward, answer, "nn.ModuleList", "for block in model.blocks")
+
+
+@pytest.mark.parametrize("name", list(VIT_MISTAKES))
+def test_vit_forward_mistakes_are_named(name):
+    answer, phrase = VIT_MISTAKES[name]
+    assert_caught(check_vit_forward, answer, phrase)
+
+
+def test_checks_leave_the_random_stream_alone():
+    torch.manual_seed(0)
+    check_patchify(patchify)
+    check_image_patch_embedding(_embed)
+    check_vit_forward(vit_forward)
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    torch.testing.assert_close(after, torch.rand(3))
+    assert np.isfinite(after.numpy()).all()

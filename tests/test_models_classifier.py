@@ -1,0 +1,72 @@
+"""The notebook 07 models: shapes, patches, pooling, attention maps, and parameter counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.models.classifier import (
+    CNNClassifier,
+    GRUClassifier,
+    MLPClassifier,
+    PatchEmbedding,
+    TransformerClassifier,
+    num_patches,
+)
+
+
+def test_num_patches():
+    assert num_patches(40, 8, 2) == 17
+    assert num_patches(20, 5, 3) == 6
+    with pytest.raises(ValueError):
+        num_patches(4, 8, 2)
+
+
+def test_patch_embedding_equals_a_strided_convolution():
+    torch.manual_seed(0)
+    embed = PatchEmbedding(5, 3, 7)
+    x = torch.randn(2, 20)
+    out = embed(x)
+    assert out.shape == (2, 6, 7)
+    ref = F.conv1d(x[:, None], embed.proj.weight[:, None, :], embed.proj.bias, stride=3).transpose(1, 2)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(out[:, 1], embed.proj(x[:, 3:8]))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_transformer_classifier_shapes(pooling):
+    model = TransformerClassifier(pooling=pooling, d_model=16, num_heads=2, num_layers=1)
+    x = torch.randn(3, 40)
+    n_tokens = 17 + (pooling == "cls")
+    assert model.tokens(x).shape == (3, n_tokens, 16)
+    assert model(x).shape == (3, 10)
+    maps = model.attention_maps(x)
+    assert len(maps) == 1 and maps[0].shape == (3, 2, n_tokens, n_tokens)
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(3, 2, n_tokens))
+    assert all(not b.keep_weights for b in model.blocks)
+
+
+def test_transformer_is_permutation_sensitive_through_positions():
+    torch.manual_seed(0)
+    model = TransformerClassifier(d_model=16, num_heads=2, num_layers=1).eval()
+    x = torch.randn(2, 40)
+    assert not torch.allclose(model(x), model(x.flip(-1)))
+
+
+@pytest.mark.parametrize("cls", [MLPClassifier, CNNClassifier, GRUClassifier])
+def test_baselines_shapes(cls):
+    assert cls()(torch.randn(4, 40)).shape == (4, 10)
+
+
+def test_all_models_train_one_step():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 40), torch.randint(0, 10, (8,))
+    for model in (TransformerClassifier(d_model=16, num_heads=2, num_layers=1), MLPClassifier(), CNNClassifier(), GRUClassifier()):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        before = F.cross_entropy(model(x), y).item()
+        for _ in range(5):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        assert F.cross_entropy(model(x), y).item() < before

@@ -1,0 +1,146 @@
+"""helpers.models.vit: patchify, the patch embedding as a convolution, the ViT, rollout, the CNN baseline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.models import (
+    ImagePatchEmbedding,
+    SmallCNN,
+    VisionTransformer,
+    attention_rollout,
+    patchify,
+    position_similarity,
+    unpatchify,
+    vit_forward,
+)
+from helpers.training import count_parameters
+
+
+@pytest.mark.parametrize("shape, p", [((2, 1, 8, 8), 2), ((2, 1, 8, 8), 4), ((2, 3, 6, 6), 3), ((3, 2, 4, 6), 2)])
+def test_patchify_equals_unfold_and_unpatchify_inverts_it(shape, p):
+    images = torch.randn(*shape, dtype=torch.float64)
+    patches = patchify(images, p)
+    b, c, h, w = shape
+    assert patches.shape == (b, (h // p) * (w // p), c * p * p)
+    torch.testing.assert_close(patches, F.unfold(images, p, stride=p).transpose(1, 2), atol=0, rtol=0)
+    assert torch.equal(unpatchify(patches, p, c, h, w), images)
+
+
+def test_patchify_numbers_patches_row_major():
+    image = torch.arange(16.0).reshape(1, 1, 4, 4)
+    patches = patchify(image, 2)
+    assert patches[0, 1].tolist() == [2.0, 3.0, 6.0, 7.0]  # second patch: top right
+    assert patches[0, 2].tolist() == [8.0, 9.0, 12.0, 13.0]  # third patch: bottom left
+
+
+def test_patchify_rejects_indivisible_sizes():
+    with pytest.raises(ValueError, match="not divisible"):
+        patchify(torch.zeros(1, 1, 8, 8), 3)
+    with pytest.raises(ValueError, match="expected"):
+        unpatchify(torch.zeros(1, 4, 5), 2, 1, 4, 4)
+
+
+@pytest.mark.parametrize("c, p, d", [(1, 2, 5), (3, 3, 4)])
+def test_patch_embedding_is_a_convolution(c, p, d):
+    torch.manual_seed(0)
+    embed = ImagePatchEmbedding(c, p, d).double()
+    images = torch.randn(2, c, 6 if p == 3 else 8, 6 if p == 3 else 8, dtype=torch.float64)
+    conv = embed.as_conv2d()
+    assert isinstance(conv, nn.Conv2d) and conv.kernel_size == (p, p) and conv.stride == (p, p)
+    torch.testing.assert_close(embed(images), conv(images).flatten(2).transpose(1, 2), atol=1e-12, rtol=0)
+
+
+def _vit(**kw):
+    torch.manual_seed(0)
+    args = dict(image_size=8, patch_size=2, d_model=16, depth=2, num_heads=4, d_ff=24)
+    args.update(kw)
+    return VisionTransformer(**args).double().eval()
+
+
+def test_vit_shapes_parameters_and_blocks():
+    model = _vit()
+    images = torch.rand(3, 1, 8, 8, dtype=torch.float64)
+    assert model(images).shape == (3, 10)
+    assert model.num_patches == 16 and model.grid_size == 4
+    assert model.cls_token.shape == (1, 1, 16) and model.pos_embed.shape == (1, 17, 16)
+    for block in model.blocks:
+        assert block.norm_first and block.ff.activation == "gelu"
+    assert count_parameters(_vit(mlp_head=False)) == count_parameters(model) - (16 * 16 + 16)
+
+
+def test_vit_forward_matches_the_module():
+    model = _vit()
+    images = torch.rand(3, 1, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(vit_forward(model, images), model(images), atol=1e-12, rtol=0)
+
+
+def test_without_position_embeddings_the_vit_ignores_patch_order():
+    model = _vit()
+    with torch.no_grad():
+        model.pos_embed.zero_()
+    images = torch.rand(2, 1, 8, 8, dtype=torch.float64)
+    perm = torch.randperm(16)
+    shuffled = unpatchify(patchify(images, 2)[:, perm], 2, 1, 8, 8)
+    torch.testing.assert_close(model(shuffled), model(images), atol=1e-10, rtol=0)
+    with torch.no_grad():
+        model.pos_embed.normal_()
+    assert not torch.allclose(model(shuffled), model(images), atol=1e-6)
+
+
+def test_attention_rollout_matches_a_hand_computation():
+    model = _vit()
+    images = torch.rand(2, 1, 8, 8, dtype=torch.float64)
+    rollout = attention_rollout(model, images)
+    assert rollout.shape == (2, 4, 4)
+    torch.testing.assert_close(rollout.sum((1, 2)), torch.ones(2, dtype=torch.float64))
+    assert all(not block.keep_weights for block in model.blocks)  # restored
+    model.keep_attention(True)
+    model(images)
+    eye = torch.eye(17, dtype=torch.float64)
+    joint = eye
+    for block in model.blocks:
+        a = 0.5 * block.attn_weights.mean(1) + 0.5 * eye
+        joint = (a / a.sum(-1, keepdim=True)) @ joint
+    expected = joint[:, 0, 1:] / joint[:, 0, 1:].sum(-1, keepdim=True)
+    torch.testing.assert_close(rollout.reshape(2, 16), expected)
+
+
+def test_position_similarity_is_a_cosine_matrix():
+    sim = position_similarity(_vit())
+    assert sim.shape == (16, 4, 4)
+    flat = sim.reshape(16, 16)
+    torch.testing.assert_close(flat.diagonal(), torch.ones(16, dtype=torch.float64))
+    torch.testing.assert_close(flat, flat.T)
+
+
+def test_small_cnn_shape():
+    model = SmallCNN()
+    assert model(torch.rand(3, 1, 8, 8)).shape == (3, 10)
+    assert count_parameters(model) == (16 * 9 + 16) + (32 * 16 * 9 + 32) + (32 * 16 * 10 + 10)
+
+
+def test_vit_figures_draw(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import helpers.plots as plots
+
+    model = _vit()
+    images = torch.rand(3, 1, 8, 8)
+    figures = [
+        plots.image_patches(images[0, 0], 2, patchify(images[:1], 2)[0]),
+        plots.digit_gallery(images[:, 0], ["a", "b", "c"], ncols=2),
+        plots.position_similarity_grid(position_similarity(model)),
+        plots.rollout_overlays(images[:, 0], attention_rollout(model, images.double()), ["a", "b", "c"], ncols=2),
+    ]
+    ax = plots.confusion_heatmap(torch.tensor([0, 1, 2]), torch.tensor([0, 2, 2]))
+    figures.append(ax.figure)
+    assert len(figures[2].axes) == 17  # 16 panels and the colour bar
+    for fig in figures:
+        plt.close(fig)
