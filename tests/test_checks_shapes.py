@@ -12,10 +12,10 @@ from helpers.attention import attention_column_layout as reference_attention_col
 from helpers.attention import mha_parameter_count as reference_mha_parameter_count
 from helpers.attention import split_heads as reference_split_heads
 from helpers.checks import ExerciseFailed
+from helpers.checks.multihead import check_split_heads
 from helpers.checks.shapes import (
     check_attention_column_layout,
     check_column_layout_shapes,
-    check_head_split,
     check_matmul_shape,
     check_mha_parameter_count,
     check_multi_head_shapes,
@@ -269,14 +269,14 @@ def test_multi_head_shapes_mistakes(answers, phrases):
 # ---------------------------------------------------------------- split heads
 
 def test_head_split(capsys):
-    assert check_head_split(reference_split_heads) is True
-    assert check_head_split(lambda x, h: x.unflatten(-1, (h, -1)).permute(0, 2, 1, 3)) is True
-    assert check_head_split(lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, -1, x.shape[1]).transpose(2, 3)) is True
+    assert check_split_heads(reference_split_heads) is True
+    assert check_split_heads(lambda x, h: x.unflatten(-1, (h, -1)).permute(0, 2, 1, 3)) is True
+    assert check_split_heads(lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, -1, x.shape[1]).transpose(2, 3)) is True
 
     def stub(x, num_heads):
         raise NotImplementedError
 
-    assert_not_attempted(check_head_split, stub, capsys)
+    assert_not_attempted(check_split_heads, stub, capsys)
 
 
 def _split(mistake):
@@ -299,18 +299,18 @@ def _split(mistake):
 
 
 @pytest.mark.parametrize("mistake, phrases", [
-    ("no_transpose_reshape", ["without a transpose", "transpose(1, 2)"]),
-    ("no_transpose_view", ["transpose is missing"]),
-    ("interleaved", ["dealt to the heads in turn"]),
+    ("no_transpose_reshape", ["view-versus-transpose trap", "transpose(1, 2)"]),
+    ("no_transpose_view", ["did not transpose(1, 2)"]),
+    ("interleaved", ["every `heads`-th feature"]),
     ("merged_batch", ["batch and heads merged"]),
-    ("features_tokens", ["tokens and features are swapped"]),
-    ("hard_coded_heads", ["use num_heads = 2"]),
-    ("transpose_first", ["transposed before splitting"]),
-    ("flipped", ["token order"]),
-    ("off_by_one", ["differs from the reference", "largest difference"]),
+    ("features_tokens", ["last two axes are swapped"]),
+    ("hard_coded_heads", ["do not hard-code it"]),
+    ("transpose_first", ["to (batch, d_model, n) before splitting"]),
+    ("flipped", ["holds token 4 instead of token 0"]),
+    ("off_by_one", ["values were changed"]),
 ])
 def test_head_split_mistakes(mistake, phrases):
-    assert_caught(check_head_split, _split(mistake), *phrases)
+    assert_caught(check_split_heads, _split(mistake), *phrases)
 
 
 # ---------------------------------------------------------------- parameter count
@@ -359,7 +359,7 @@ def test_checks_never_leak_internal_errors():
         except ExerciseFailed:
             pass
     for fn in [lambda *a: None, lambda *a: 1 / 0, lambda: 0, lambda x, h: torch.zeros(1)]:
-        for check in (check_attention_column_layout, check_head_split, check_mha_parameter_count):
+        for check in (check_attention_column_layout, check_split_heads, check_mha_parameter_count):
             try:
                 check(fn)
             except ExerciseFailed:

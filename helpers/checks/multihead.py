@@ -113,6 +113,9 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
         return "the last two axes are swapped: the result should be (batch, heads, n, d_k), tokens before features"
     if got == (batch, d_k, n, heads):
         return "heads and d_k are swapped: the number of heads is `num_heads` and d_k = d_model // num_heads"
+    if got == (batch * heads, n, d_k):
+        return ("batch and heads merged into one axis (nn.MultiheadAttention's internal layout); "
+                "keep them as two axes: (batch, heads, n, d_k)")
     if got == (batch, n, heads * d_k):
         return "the result still has the shape (batch, n, d_model): nothing was split"
     if len(got) == 4 and got[0] == batch and got[1] != heads and got[1] * got[3] == heads * d_k:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.attention import attention_column_layout, mha_parameter_count, split_heads
+from helpers.attention import attention_column_layout, mha_parameter_count
 from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
@@ -39,7 +39,6 @@ __all__ = [
     "check_attention_column_layout",
     "check_numerator_layout",
     "check_multi_head_shapes",
-    "check_head_split",
     "check_mha_parameter_count",
 ]
 
@@ -48,7 +47,6 @@ __all__ = [
 
 # The references live in helpers.attention; the old names stay importable from here.
 reference_attention_column_layout = attention_column_layout
-reference_split_heads = split_heads
 reference_mha_parameter_count = mha_parameter_count
 
 
@@ -429,60 +427,6 @@ def check_multi_head_shapes(d_k, q_head_shape, scores_head_shape, head_out_shape
         (concat_shape, (10, 512), "the shape of the concatenation", c_hints),
     ]:
         _check_shape(answer, expected, what, hints, recall)
-
-
-# ---------------------------------------------------------------- split heads
-
-def _split_variants(x: Tensor, h: int) -> dict[str, Tensor]:
-    """Outputs of typical wrong head splits (all of the right shape)."""
-    b, n, d = x.shape
-    d_k = d // h
-    return {
-        "heads split without a transpose: reshaping (batch, n, d_model) straight to (batch, heads, n, d_k) mixes tokens "
-        "across heads; view as (batch, n, heads, d_k), then transpose(1, 2)": x.reshape(b, h, n, d_k),
-        "the features are dealt to the heads in turn (feature f to head f % heads): viewing as (batch, n, d_k, heads) puts "
-        "the head axis last. Head i takes the contiguous features i*d_k .. (i+1)*d_k - 1: view as (batch, n, heads, d_k)":
-            x.reshape(b, n, d_k, h).permute(0, 3, 1, 2),
-        "transposed before splitting: x.transpose(1, 2) is (batch, d_model, n), and reshaping that to (batch, heads, n, d_k) "
-        "mixes tokens and features; view as (batch, n, heads, d_k) first, then transpose(1, 2)":
-            x.transpose(1, 2).reshape(b, h, n, d_k),
-        "the token order is reversed or shuffled: head i of token t must hold features i*d_k .. (i+1)*d_k - 1 of the same token t":
-            reference_split_heads(x.flip(1), h),
-    }
-
-
-@exercise("split into heads")
-def check_head_split(split_heads) -> None:
-    """Check ``split_heads(x, num_heads)``: ``(batch, n, d_model)`` -> ``(batch, heads, n, d_k)``.
-
-    Head i of token t must hold features ``i*d_k .. (i+1)*d_k - 1`` of token t (``nn.MultiheadAttention``'s split).
-    """
-    for b, n, d, h in ((2, 5, 12, 3), (1, 4, 12, 2), (3, 2, 30, 5)):
-        x = torch.randn(b, n, d, dtype=torch.float64)
-        label = f"x of shape ({b}, {n}, {d}) and num_heads={h}"
-        out = expect_tensor(call(split_heads, x, h, what=label), f"split_heads with {label}")
-        d_k = d // h
-        want = (b, h, n, d_k)
-        got = tuple(out.shape)
-        if got != want:
-            if got == (b, n, h, d_k):
-                raise ExerciseFailed(f"with {label}: the result has shape {got} = (batch, n, heads, d_k): the transpose is "
-                                     f"missing; transpose(1, 2) gives (batch, heads, n, d_k) = {want}")
-            if got == (b * h, n, d_k):
-                raise ExerciseFailed(f"with {label}: the result has shape {got}, batch and heads merged (nn.MultiheadAttention's "
-                                     f"internal layout); keep them as two axes: (batch, heads, n, d_k) = {want}")
-            if got == (b, h, d_k, n):
-                raise ExerciseFailed(f"with {label}: the result has shape {got} = (batch, heads, d_k, n): tokens and features "
-                                     f"are swapped; view as (batch, n, heads, d_k), then transpose(1, 2)")
-            if got == (b, n, d_k, h) or got == (b, d_k, n, h):
-                raise ExerciseFailed(f"with {label}: the result has shape {got}: the head axis must be axis 1 and of size "
-                                     f"num_heads = {h}; view as (batch, n, heads, d_k), then transpose(1, 2)")
-            if len(got) == 4 and got[1] != h and got[1] * got[3] == d:
-                raise ExerciseFailed(f"with {label}: the result has {got[1]} heads of {got[3]} features; use num_heads = {h} "
-                                     f"(the argument) and d_k = d_model // num_heads = {d_k}")
-            expect_shape(out, want, f"split_heads with {label}")
-        expect_close(out, reference_split_heads(x, h), f"split_heads with {label}", atol=0, rtol=0,
-                     mistakes=_split_variants(x, h))
 
 
 # ---------------------------------------------------------------- parameter count
