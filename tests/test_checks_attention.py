@@ -58,6 +58,9 @@ SOFTMAX_MISTAKES = [
     (lambda x, dim=-1: torch.softmax(x, dim).numpy(), "torch.Tensor"),
     (lambda x, dim=-1: torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(x).amax(dim, keepdim=True), "differs"),
     (lambda x, dim=-1: torch.softmax(x, dim).sum(dim), "axes"),
+    (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(dim), "keepdim=True"),
+    (lambda x, dim=-1: torch.softmax(x - x.amax(dim), dim), "keepdim=True"),
+    (lambda x, dim=-1: torch.softmax(x.sub_(x.amax(dim, keepdim=True)), dim), "in place"),
 ]
 
 
@@ -81,12 +84,15 @@ def _sdpa(scale="sqrt", softmax_dim=-1, mask_mode="ok", transpose_weights=False,
         kt = k.T if k_t else k.transpose(-2, -1)
         scores = q @ kt
         d_k, d_v = q.shape[-1], v.shape[-1]
-        scores = {"sqrt": scores / math.sqrt(d_k), "none": scores, "d_k": scores / d_k, "d_v": scores / math.sqrt(d_v)}[scale]
+        scores = {"sqrt": scores / math.sqrt(d_k), "none": scores, "d_k": scores / d_k, "d_v": scores / math.sqrt(d_v),
+                  "m": scores / math.sqrt(k.shape[-2])}[scale]
         if mask is not None:
             if mask_mode == "ok":
                 scores = scores.masked_fill(~mask, float("-inf"))
             elif mask_mode == "inverted":
                 scores = scores.masked_fill(mask, float("-inf"))
+            elif mask_mode == "added":
+                scores = scores + mask
             elif mask_mode == "zero":
                 scores = scores.masked_fill(~mask, 0.0)
         weights = torch.softmax(scores, softmax_dim)
@@ -123,7 +129,9 @@ SDPA_MISTAKES = [
     (_sdpa(mask_mode="after"), "without renormalising"),
     (_sdpa(transpose_weights=True), "transposed"),
     (_sdpa(swap=True), "swapped"),
-    (_sdpa(k_t=True), "raised RuntimeError"),
+    (_sdpa(k_t=True), "k.T reverses"),
+    (_sdpa(mask_mode="added"), "added to the scores"),
+    (_sdpa(scale="m"), "number of keys"),
     (lambda q, k, v, mask=None: (q @ k.transpose(-2, -1)), "tuple"),
 ]
 

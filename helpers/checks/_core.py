@@ -82,24 +82,34 @@ def describe(*tensors: object) -> str:
     return ", ".join(parts)
 
 
-def call(fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any, what: str | None = None, inplace_ok: bool = False, **kwargs: Any) -> Any:
     """Call the student's function; turn its exceptions into the check's language.
 
     ``NotImplementedError`` -> ``NotAttempted``; ``ExerciseFailed`` passes through;
     any other exception -> ``ExerciseFailed`` naming the inputs and the error.
+    A function that changes a tensor argument in place fails, unless ``inplace_ok``
+    (for checks that hand over copies, where ``x += ...`` is harmless).
     """
     name = getattr(fn, "__name__", type(fn).__name__)
     if is_unattempted(fn):
         raise NotAttempted(f"{name} is still `...`")
+    inputs = [] if inplace_ok else [(i, a, a.detach().clone()) for i, a in enumerate([*args, *kwargs.values()]) if isinstance(a, Tensor)]
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotAttempted(f"`{name}` still raises NotImplementedError: fill in its body") from None
     except (ExerciseFailed, NotAttempted):
         raise
     except Exception as err:  # the student's code failed: report it, not our internals
-        inputs = what if what is not None else describe(*args, *kwargs.values())
-        raise ExerciseFailed(f"calling your `{name}` with {inputs} raised {type(err).__name__}: {err}") from None
+        described = what if what is not None else describe(*args, *kwargs.values())
+        raise ExerciseFailed(f"calling your `{name}` with {described} raised {type(err).__name__}: {err}") from None
+    for i, arg, before in inputs:
+        if arg.shape != before.shape or not torch.equal(arg.detach().nan_to_num(), before.nan_to_num()):
+            raise ExerciseFailed(
+                f"your `{name}` changed its input (argument {i + 1}) in place, e.g. with `-=` or a method ending in `_`; "
+                "compute a new tensor and leave the inputs as they were"
+            )
+    return result
 
 
 def expect_tensor(actual: object, name: str) -> Tensor:

@@ -36,11 +36,21 @@ _STABILITY_HINT = (
 )
 
 
+def _call_softmax(softmax, x: Tensor, what: str, **kwargs) -> object:
+    try:
+        return call(softmax, x, what=what, **kwargs)
+    except ExerciseFailed as err:
+        if "must match the size" in str(err) or "broadcast" in str(err):
+            raise ExerciseFailed(f"{err}. A max or sum along `dim` drops that axis unless you pass keepdim=True, "
+                                 "so it no longer lines up with x") from None
+        raise
+
+
 @exercise("softmax")
 def check_softmax(softmax) -> None:
     """Check ``softmax(x, dim=-1)`` against ``torch.softmax`` on several axes and large inputs."""
     x = torch.randn(2, 3, 4, dtype=torch.float64)
-    out = call(softmax, x, what="x of shape (2, 3, 4)")
+    out = _call_softmax(softmax, x, what="x of shape (2, 3, 4)")
     expected = torch.softmax(x, dim=-1)
     mistakes = {
         "softmax over axis 0 instead of the last axis (`dim`)": torch.softmax(x, 0),
@@ -55,7 +65,7 @@ def check_softmax(softmax) -> None:
     expect_close(out, expected, "softmax(x) with the default dim", atol=1e-9, rtol=1e-7, mistakes=mistakes)
 
     for dim in (0, 1):
-        out_dim = call(softmax, x, dim=dim, what=f"x of shape (2, 3, 4) and dim={dim}")
+        out_dim = _call_softmax(softmax, x, dim=dim, what=f"x of shape (2, 3, 4) and dim={dim}")
         ignored = {"the `dim` argument is ignored (softmax is always over the last axis)": torch.softmax(x, -1)}
         expect_close(out_dim, torch.softmax(x, dim), f"softmax(x, dim={dim})", atol=1e-9, rtol=1e-7, mistakes=ignored)
 
@@ -95,6 +105,8 @@ def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict
         "the scores are divided by d_k; divide by sqrt(d_k)": run(masked(raw / d_k)),
         "the scores are scaled with d_v (the size of the values); the scale is 1/sqrt(d_k), d_k = q.shape[-1]": run(masked(raw / math.sqrt(d_v))),
         "the scores are multiplied by sqrt(d_k); divide by it": run(masked(raw * math.sqrt(d_k))),
+        "the scores are scaled with the number of keys m = k.shape[-2]; the scale is 1/sqrt(d_k), d_k = q.shape[-1]":
+            run(masked(raw / math.sqrt(k.shape[-2]))),
         "softmax over the queries axis (-2); each query's weights over the keys (axis -1) must sum to 1": run(masked(raw / math.sqrt(d_k)), dim=-2),
         "the weights are the scaled scores before softmax": ((masked(raw / math.sqrt(d_k), 0.0)) @ v, masked(raw / math.sqrt(d_k), 0.0)),
     }
@@ -108,6 +120,7 @@ def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict
         mistakes["masked scores were set to 0, not -inf, so masked keys still get weight after softmax"] = run(masked(scaled, 0.0))
         w_after = torch.softmax(scaled, -1) * mask
         mistakes["the mask was applied after softmax without renormalising, so rows no longer sum to 1"] = (w_after @ v, w_after)
+        mistakes["the boolean mask was added to the scores; use scores.masked_fill(~mask, float('-inf'))"] = run(scaled + mask)
     return mistakes
 
 
@@ -128,10 +141,13 @@ def check_scaled_dot_product_attention(attention) -> None:
     cases.append(("large scores, q (1, 3, 5) * 60", q_big, k[:1], v[:1], None))
 
     for label, q, k, v, mask in cases:
-        if mask is None:
-            result = call(attention, q, k, v, what=label)
-        else:
-            result = call(attention, q, k, v, mask, what=label)
+        try:
+            result = call(attention, q, k, v, what=label) if mask is None else call(attention, q, k, v, mask, what=label)
+        except ExerciseFailed as err:
+            if "multiplied" in str(err) or "size mismatch" in str(err) or "must match the size" in str(err):
+                raise ExerciseFailed(f"{err}. The scores are q @ k.transpose(-2, -1), shape (..., n, m); k.T reverses "
+                                     "every axis of a batched tensor, and the weights multiply v as weights @ v") from None
+            raise
         if not (isinstance(result, tuple) and len(result) == 2):
             raise ExerciseFailed(f"with {label}: return a tuple (out, weights), got {type(result).__name__}")
         out, weights = result

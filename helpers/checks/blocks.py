@@ -99,7 +99,7 @@ def check_encoder_block_forward(encoder_block_forward) -> None:
             else:
                 expected = theirs(x, src_mask=torch_mask)
             args = (block, x.clone()) if mask is None else (block, x.clone(), mask.clone())  # clones: in-place edits stay local
-            out = call(encoder_block_forward, *args, what=f"x of shape (2, 5, {D_MODEL}) and {label}")
+            out = call(encoder_block_forward, *args, what=f"x of shape (2, 5, {D_MODEL}) and {label}", inplace_ok=True)
             out = expect_tensor(out, "the output")
             if label.startswith("a padding"):  # padded query rows are meaningless: compare the real tokens
                 keep = padding[:, 0, :, None].expand_as(expected)
@@ -161,7 +161,7 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
     with torch.no_grad():
         expected = theirs(x, memory, tgt_mask=~mask)
         try:
-            out = call(decoder_block_forward, block, x.clone(), memory.clone(), mask.clone(), what=label)
+            out = call(decoder_block_forward, block, x.clone(), memory.clone(), mask.clone(), what=label, inplace_ok=True)
         except ExerciseFailed as err:
             if any(word in str(err) for word in ("size", "shape", "match")):
                 raise ExerciseFailed(f"{err}. If you passed tgt_mask to the cross-attention: it is ({n}, {n}), but the cross-attention "
@@ -177,7 +177,7 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
         # causality, stated on its own: a future target token must not change earlier outputs
         changed = x.clone()
         changed[:, 2] += 3.0
-        out_changed = expect_tensor(call(decoder_block_forward, block, changed, memory.clone(), mask.clone(), what=label), "the output")
+        out_changed = expect_tensor(call(decoder_block_forward, block, changed, memory.clone(), mask.clone(), what=label, inplace_ok=True), "the output")
         if not torch.allclose(out[:, :2], out_changed[:, :2], atol=1e-9):
             raise ExerciseFailed("changing target token 2 changed the outputs at positions 0 and 1: the causal mask is not applied")
     _same_params(before, block, "decoder_block_forward")
