@@ -95,6 +95,21 @@ def test_mha_walkthrough_sizes_cross_attention_and_padding():
     torch.testing.assert_close(weights, ref_w, **TOL)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_mha_walkthrough_sizes_with_and_without_causal_mask(masked):
+    """Notebook 04's sizes: d_model 768, 12 heads, 5 tokens."""
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(768, 12).eval()
+    theirs = copy_mha_to_torch(ours, nn.MultiheadAttention(768, 12, batch_first=True)).eval()
+    x = torch.randn(1, 5, 768)
+    mask = causal_mask(5) if masked else None
+    out, weights = ours(x, x, x, mask)
+    ref_out, ref_w = theirs(x, x, x, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
+    assert out.shape == (1, 5, 768) and weights.shape == (1, 12, 5, 5)
+    torch.testing.assert_close(out, ref_out, **TOL)
+    torch.testing.assert_close(weights, ref_w, **TOL)
+
+
 def test_mha_rejects_indivisible_heads():
     with pytest.raises(ValueError, match="not divisible"):
         MultiHeadAttention(10, 3)
