@@ -273,3 +273,14 @@ def test_exercise_failed_renders_without_traceback():
     err = ExerciseFailed("softmax: wrong axis")
     assert err._render_traceback_() == ["\x1b[0;31mExerciseFailed\x1b[0m: softmax: wrong axis"]
     assert isinstance(err, AssertionError)
+
+
+def test_every_check_is_exported_once_from_helpers_checks():
+    import helpers.checks as checks
+
+    names = [n for n in checks.__all__ if n.startswith("check_")]
+    assert len(names) == len(set(names)), "two check modules export the same name"
+    assert {"check_softmax", "check_layer_norm", "check_patchify", "check_train_step", "check_split_heads"} <= set(names)
+    namespace: dict = {}
+    exec("from helpers.checks import *", namespace)
+    assert all(callable(namespace[n]) for n in names)

@@ -9,6 +9,7 @@ Contract (DESIGN.md section 4): a check takes the student's answer and
 One module per notebook topic; all checks are re-exported here.
 """
 
+from helpers.checks import attention, blocks, by_hand, classifier, multihead, positional, properties, shapes, vit
 from helpers.checks._core import ExerciseFailed, use_reference
 from helpers.checks.attention import *  # noqa: F401,F403
 from helpers.checks.blocks import *  # noqa: F401,F403
@@ -20,4 +21,5 @@ from helpers.checks.properties import *  # noqa: F401,F403
 from helpers.checks.shapes import *  # noqa: F401,F403
 from helpers.checks.vit import *  # noqa: F401,F403
 
-__all__ = ["ExerciseFailed", "use_reference"]
+_MODULES = (attention, blocks, by_hand, classifier, multihead, positional, properties, shapes, vit)
+__all__ = ["ExerciseFailed", "use_reference", *(name for module in _MODULES for name in module.__all__)]

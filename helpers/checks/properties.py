@@ -24,15 +24,9 @@ from helpers.checks._core import (
 )
 
 
-__all__ = [
-    "check_hard_attention_beta",
-    "hard_attention_beta",
-    "check_permutation_projections",
-    "check_conv_head_weights",
-    "attention_with_positions",
-    "permutation_projections",
-    "conv_head_weights",
-]
+# The references (hard_attention_beta, permutation_projections, conv_head_weights, attention_with_positions)
+# stay module attributes: exported, a star import would overwrite a student's function of the same name.
+__all__ = ["check_hard_attention_beta", "check_permutation_projections", "check_conv_head_weights"]
 
 
 def attention_with_positions(X: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
