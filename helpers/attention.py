@@ -33,6 +33,7 @@ __all__ = [
     "score_matrix",
     "attention_column_layout",
     "mha_parameter_count",
+    "attention_with_positions",
 ]
 
 
@@ -116,6 +117,19 @@ def mha_parameter_count(d_model: int, num_heads: int, bias: bool = True) -> int:
     The count does not depend on ``num_heads``: the heads split the d_model features, they do not add weights.
     """
     return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+def attention_with_positions(X: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
+    """Single-head self-attention on ``[X | I_n]``: each token with a one-hot position appended.
+
+    X ``(n, d)``; W_Q, W_K ``(d + n, d_k)``; W_V ``(d + n, d_v)``.
+    Returns the output ``(n, d_v)`` and the weights ``(n, n)``.
+    """
+    n = X.shape[0]
+    X_pos = torch.cat([X, torch.eye(n, dtype=X.dtype)], dim=1)  # (n, d + n): content, then one-hot position
+    Q, K, V = X_pos @ W_Q, X_pos @ W_K, X_pos @ W_V  # (n, d_k), (n, d_k), (n, d_v)
+    weights = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)  # (n, n)
+    return weights @ V, weights
 
 
 def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:

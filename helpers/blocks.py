@@ -25,6 +25,7 @@ __all__ = [
     "DecoderBlock",
     "copy_encoder_block_to_torch",
     "copy_decoder_block_to_torch",
+    "randomise_layer_norms",
 ]
 
 
@@ -229,3 +230,15 @@ def copy_decoder_block_to_torch(ours: DecoderBlock, theirs: nn.TransformerDecode
     _copy_common(ours, theirs, norms=3)
     return theirs
 
+
+def randomise_layer_norms(module: nn.Module) -> nn.Module:
+    """Set every LayerNorm's gain in U(0.5, 1.5) and bias in N(0, 0.3^2), in place.
+
+    Fresh layer norms are (1, 0), which would hide a swapped or missing norm when
+    comparing two implementations; randomised ones make it show. Uses torch's RNG.
+    """
+    with torch.no_grad():
+        for norm in (m for m in module.modules() if isinstance(m, nn.LayerNorm)):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.3)
+    return module

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from helpers.checks import check_conv_head_weights, check_permutation_projections
-from helpers.checks.properties import attention_with_positions, conv_head_weights, permutation_projections
+from helpers.attention import attention_with_positions
+from helpers.checks.properties import conv_head_weights, permutation_projections
 from tests.conftest import assert_caught, assert_not_attempted
 
 

@@ -15,22 +15,19 @@ import torch
 from torch import Tensor, nn
 
 from helpers.attention import causal_mask
-from helpers.blocks import DecoderBlock, EncoderBlock, copy_decoder_block_to_torch, copy_encoder_block_to_torch
+from helpers.blocks import (
+    DecoderBlock,
+    EncoderBlock,
+    copy_decoder_block_to_torch,
+    copy_encoder_block_to_torch,
+    randomise_layer_norms,
+)
 from helpers.checks._core import ExerciseFailed, call, expect_close, expect_tensor, exercise
 
 __all__ = ["check_encoder_block_forward", "check_decoder_block_forward"]
 
 D_MODEL, HEADS, D_FF = 12, 3, 20
 ATOL, RTOL = 1e-8, 1e-6
-
-
-def _randomise_norms(block: nn.Module) -> None:
-    """Layer norms with gains and biases far from (1, 0), so a swapped or missing norm shows."""
-    with torch.no_grad():
-        for module in block.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.normal_(0.0, 0.3)
 
 
 def _attn(mha: nn.Module, q: Tensor, kv: Tensor, mask: Tensor | None, fused: bool = False) -> Tensor:
@@ -83,7 +80,7 @@ def _encoder_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> di
 def check_encoder_block_forward(encoder_block_forward) -> None:
     """Check ``encoder_block_forward(block, x, mask=None) -> (batch, n, d_model)`` against ``nn.TransformerEncoderLayer``."""
     block = EncoderBlock(D_MODEL, HEADS, D_FF, norm_first=False).double().eval()
-    _randomise_norms(block)
+    randomise_layer_norms(block)
     theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64)
     copy_encoder_block_to_torch(block, theirs).eval()
     before = copy.deepcopy(block.state_dict())
@@ -150,7 +147,7 @@ def _decoder_mistakes(block: DecoderBlock, x: Tensor, memory: Tensor, mask: Tens
 def check_decoder_block_forward(decoder_block_forward) -> None:
     """Check ``decoder_block_forward(block, x, memory, tgt_mask) -> (batch, n, d_model)`` against ``nn.TransformerDecoderLayer``."""
     block = DecoderBlock(D_MODEL, HEADS, D_FF, norm_first=False).double().eval()
-    _randomise_norms(block)
+    randomise_layer_norms(block)
     theirs = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64)
     copy_decoder_block_to_torch(block, theirs).eval()
     before = copy.deepcopy(block.state_dict())

@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from helpers.attention import attention_with_positions
 from helpers.checks._core import (
     ExerciseFailed,
     call,
@@ -27,18 +28,6 @@ from helpers.checks._core import (
 # The references (hard_attention_beta, permutation_projections, conv_head_weights, attention_with_positions)
 # stay module attributes: exported, a star import would overwrite a student's function of the same name.
 __all__ = ["check_hard_attention_beta", "check_permutation_projections", "check_conv_head_weights"]
-
-
-def attention_with_positions(X: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor) -> tuple[Tensor, Tensor]:
-    """Single-head self-attention on ``[X | I_n]``: X ``(n, d)``; W_Q, W_K ``(d + n, d_k)``; W_V ``(d + n, d_v)``.
-
-    Returns the output ``(n, d_v)`` and the weights ``(n, n)``.
-    """
-    n = X.shape[0]
-    X_pos = torch.cat([X, torch.eye(n, dtype=X.dtype)], dim=1)  # (n, d + n)
-    Q, K, V = X_pos @ W_Q, X_pos @ W_K, X_pos @ W_V  # (n, d_k), (n, d_k), (n, d_v)
-    weights = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)  # (n, n)
-    return weights @ V, weights
 
 
 def permutation_projections(perm: Tensor, d: int, strength: float = 30.0) -> tuple[Tensor, Tensor, Tensor]:
