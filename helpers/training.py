@@ -2,8 +2,12 @@
 
 ``fit`` trains a classifier on in-memory tensors with AdamW and a warm-up then
 cosine learning-rate schedule, shows a ``tqdm.auto`` progress bar, and returns a
-``History``: per-epoch loss and accuracy on training and test data, and the
-wall time. The same seed gives the same numbers on one thread.
+``History``: per-epoch loss and accuracy on the training data and on a held-out
+validation split, and the wall time. The same seed gives the same numbers on one
+thread and one machine (another CPU or a GPU prints other low-order digits).
+
+Model selection (learning rate, epochs, width) reads the validation numbers; the
+test set is evaluated once per final model, with ``evaluate``.
 """
 
 from __future__ import annotations
@@ -25,17 +29,17 @@ class History:
 
     train_loss: list[float] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
-    test_loss: list[float] = field(default_factory=list)
-    test_acc: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    val_acc: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
     def __getitem__(self, key: str) -> list[float]:  # lets plots read a History like a dict
         return getattr(self, key)
 
     @property
-    def final_test_acc(self) -> float:
-        """Test accuracy after the last epoch (a fraction in [0, 1])."""
-        return self.test_acc[-1]
+    def final_val_acc(self) -> float:
+        """Validation accuracy after the last epoch (a fraction in [0, 1])."""
+        return self.val_acc[-1]
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -83,8 +87,8 @@ def fit(
     model: nn.Module,
     x_train: Tensor,
     y_train: Tensor,
-    x_test: Tensor,
-    y_test: Tensor,
+    x_val: Tensor,
+    y_val: Tensor,
     epochs: int = 10,
     lr: float = 1e-3,
     batch_size: int = 128,
@@ -94,7 +98,10 @@ def fit(
     progress: bool = True,
     step_fn=train_step,
 ) -> History:
-    """Train ``model`` with AdamW and warm-up + cosine decay; evaluate after every epoch.
+    """Train ``model`` with AdamW and warm-up + cosine decay; evaluate on ``(x_val, y_val)`` after every epoch.
+
+    Pass a validation split here, never the test set: the per-epoch numbers are
+    what model selection reads.
 
     Mini-batches are drawn by a generator seeded with ``seed``, so a run is
     reproducible. ``step_fn(model, optimizer, xb, yb) -> loss`` can replace
@@ -118,11 +125,11 @@ def fit(
             step_fn(model, optimizer, x_train[idx].to(device), y_train[idx].to(device))
             scheduler.step()
         train_loss, train_acc = evaluate(model, x_train, y_train)
-        test_loss, test_acc = evaluate(model, x_test, y_test)
+        val_loss, val_acc = evaluate(model, x_val, y_val)
         history.train_loss.append(train_loss)
         history.train_acc.append(train_acc)
-        history.test_loss.append(test_loss)
-        history.test_acc.append(test_acc)
-        bar.set_postfix(loss=f"{train_loss:.3f}", test_acc=f"{test_acc:.3f}")
+        history.val_loss.append(val_loss)
+        history.val_acc.append(val_acc)
+        bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val_acc:.3f}")
     history.seconds = time.perf_counter() - start
     return history

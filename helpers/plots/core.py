@@ -108,17 +108,17 @@ def training_curves(histories: Mapping[str, Mapping[str, Sequence[float]]], titl
     """Loss and accuracy against epochs, one line per run.
 
     ``histories`` maps a run name to a history with keys ``train_loss``,
-    ``test_loss``, ``train_acc``, ``test_acc`` (as ``helpers.training.fit`` returns).
-    Training curves are solid, test curves dashed.
+    ``val_loss``, ``train_acc``, ``val_acc`` (as ``helpers.training.fit`` returns).
+    Training curves are solid, validation curves dashed.
     """
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.6))
     palette = sns.color_palette(n_colors=max(3, len(histories)))
     for color, (name, hist) in zip(palette, histories.items()):
         epochs = np.arange(1, len(hist["train_loss"]) + 1)
         ax_loss.plot(epochs, hist["train_loss"], color=color, label=f"{name} train")
-        ax_loss.plot(epochs, hist["test_loss"], color=color, ls="--", label=f"{name} test")
+        ax_loss.plot(epochs, hist["val_loss"], color=color, ls="--", label=f"{name} validation")
         ax_acc.plot(epochs, 100 * np.asarray(hist["train_acc"]), color=color, label=f"{name} train")
-        ax_acc.plot(epochs, 100 * np.asarray(hist["test_acc"]), color=color, ls="--", label=f"{name} test")
+        ax_acc.plot(epochs, 100 * np.asarray(hist["val_acc"]), color=color, ls="--", label=f"{name} validation")
     ax_loss.set(xlabel="epoch", ylabel="cross-entropy loss", title="loss")
     ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
     ax_acc.legend(fontsize="small", ncol=1 if len(histories) < 3 else 2)
