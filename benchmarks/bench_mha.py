@@ -108,7 +108,11 @@ def measure(repeats: int, warmup: int = 5) -> dict[str, dict[str, float]]:
         "nn.MultiheadAttention, need_weights=False": (theirs, False, False),
         "ours, need_weights=True": (ours, True, True),
     }
-    modes = {"forward": (True, False, True), "forward + backward": (True, True, True), "inference (eval, no_grad)": (False, False, False)}
+    modes = {
+        "forward": (True, False, True),
+        "forward + backward": (True, True, True),
+        "inference (eval, no_grad)": (False, False, False),
+    }
     results: dict[str, dict[str, float]] = {}
     for mode, (train, backward, grad) in modes.items():
         times: dict[str, list[float]] = {name: [] for name in variants}
@@ -134,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
-    print(f"torch {torch.__version__} | python {platform.python_version()} | {platform.machine()} | threads {torch.get_num_threads()}")
-    print(f"d_model {D_MODEL}, heads {HEADS}, length {LENGTH}, batch {BATCH}, float32, self-attention, median of {args.repeats} repeats\n")
+    print(
+        f"torch {torch.__version__} | python {platform.python_version()} | {platform.machine()} | threads {torch.get_num_threads()}"
+    )
+    print(
+        f"d_model {D_MODEL}, heads {HEADS}, length {LENGTH}, batch {BATCH}, float32, self-attention, median of {args.repeats} repeats\n"
+    )
     results = measure(args.repeats)
     header = f"{'mode':<26} | {'variant':<42} | {'median ms':>9} | {'ratio':>6}"
     print(header)
@@ -148,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mode:<26} | {name:<42} | {1e3 * seconds:>9.2f} | {ratio:>5.2f}x")
             if name == "ours, need_weights=False" and mode != "inference (eval, no_grad)":
                 worst = max(worst, ratio)
-    print(f"\nratio ours/PyTorch with need_weights=False (training forward and forward+backward): worst {worst:.2f}x, goal <= {GOAL}x: "
-          f"{'met' if worst <= GOAL else 'NOT met'}")
+    print(
+        f"\nratio ours/PyTorch with need_weights=False (training forward and forward+backward): worst {worst:.2f}x, goal <= {GOAL}x: "
+        f"{'met' if worst <= GOAL else 'NOT met'}"
+    )
 
     print("\nlargest absolute difference, ours (need_weights=False) vs nn.MultiheadAttention:")
     for dtype, bound in ((torch.float64, 1e-6), (torch.float32, None)):
@@ -158,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             worst_diff = max(diffs.values())
             verdict = f"<= {bound:g}: {'yes' if worst_diff <= bound else 'NO'}" if bound else "(float32 rounding)"
             label = f"{str(dtype).replace('torch.', ''):<7} {'causal' if causal else 'no mask':<7}"
-            print(f"  {label} max over output and all gradients {worst_diff:.2e} {verdict}   "
-                  + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()))
+            print(
+                f"  {label} max over output and all gradients {worst_diff:.2e} {verdict}   "
+                + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())
+            )
     rel = compare_results(torch.float32, need_weights=False, causal=True, relative=True)
     print(f"  float32 causal, relative to each tensor's largest entry: max {max(rel.values()):.1e} (summation order)")
     diffs_w = compare_results(torch.float64, need_weights=True)

@@ -21,6 +21,10 @@ import os
 import platform
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["setup", "ROOT", "DATA_DIR", "SEED"]
 
@@ -32,7 +36,7 @@ DATA_DIR: Path = ROOT / "data"
 SEED: int = 0
 
 
-def setup(seed: int = SEED, threads: int = 1, quiet: bool = False) -> "torch.device":  # noqa: F821
+def setup(seed: int = SEED, threads: int = 1, quiet: bool = False) -> torch.device:
     """Prepare a notebook: seeds, one torch thread, device, plot style, versions.
 
     - Seeds Python's ``random``, numpy and torch with ``seed``.

@@ -7,6 +7,9 @@ Shapes follow PyTorch's batch-first convention:
 - values  ``v``: ``(..., m, d_v)``
 - boolean ``mask``: broadcastable to ``(..., n, m)``, ``True`` = may attend
   (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+  A mask of any other dtype (an additive 0/-inf float mask, a 0/1 integer mask)
+  is rejected with a ``TypeError`` that says how to convert it, rather than
+  silently reinterpreted.
 """
 
 from __future__ import annotations
@@ -29,12 +32,29 @@ __all__ = [
     "copy_mha_to_torch",
     "split_heads",
     "merge_heads",
+    "head_scores",
+    "multi_head_columns",
     "qkv_projections",
     "score_matrix",
     "attention_column_layout",
     "mha_parameter_count",
     "attention_with_positions",
+    "require_bool_mask",
 ]
+
+
+def require_bool_mask(mask: Tensor) -> Tensor:
+    """Return ``mask`` if it is boolean (``True`` = may attend); otherwise raise a ``TypeError`` saying how to convert it."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask should be a boolean tensor (True = may attend), got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        kind = "an additive float mask? " if mask.is_floating_point() else ""
+        raise TypeError(
+            f"mask has dtype {mask.dtype} ({kind}this course's masks are boolean, True = may attend, the convention of "
+            "F.scaled_dot_product_attention). Convert it: an additive mask (0 = may attend, -inf = blocked) with `mask == 0`; "
+            "a 0/1 mask (1 = may attend) with `mask.bool()`; nn.MultiheadAttention's attn_mask (True = blocked) with `~mask`"
+        )
+    return mask
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -50,9 +70,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return exps / exps.sum(dim=dim, keepdim=True)
 
 
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """softmax(q k^T / sqrt(d_k)) v, returning ``(out, weights)``.
 
     q ``(..., n, d_k)``, k ``(..., m, d_k)``, v ``(..., m, d_v)``,
@@ -62,7 +80,7 @@ def scaled_dot_product_attention(
     d_k = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., n, m)
     if mask is not None:
-        scores = scores.masked_fill(~mask.bool(), float("-inf"))
+        scores = scores.masked_fill(~require_bool_mask(mask), float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., n, m)
     return weights @ v, weights  # (..., n, d_v), (..., n, m)
 
@@ -109,6 +127,35 @@ def merge_heads(x: Tensor) -> Tensor:
     """``(batch, heads, n, d_k)`` -> ``(batch, n, heads * d_k)``: transpose back, then reshape."""
     batch, heads, n, d_k = x.shape
     return x.transpose(1, 2).reshape(batch, n, heads * d_k)
+
+
+def head_scores(queries: Tensor, keys: Tensor, num_heads: int) -> Tensor:
+    """Every head's scaled scores from un-split projections (notebook 04, exercise 4.1).
+
+    ``queries`` ``(batch, n, d_model)``, ``keys`` ``(batch, m, d_model)`` -> ``(batch, heads, n, m)``:
+    ``scores[b, h, i, j] = q_i^(h) . k_j^(h) / sqrt(d_k)`` with head ``h`` owning features ``h*d_k .. (h+1)*d_k - 1``.
+    """
+    d_k = queries.shape[-1] // num_heads
+    q = queries.unflatten(-1, (num_heads, d_k))  # (batch, n, heads, d_k)
+    k = keys.unflatten(-1, (num_heads, d_k))  # (batch, m, heads, d_k)
+    return torch.einsum("bnhd,bmhd->bhnm", q, k) / math.sqrt(d_k)  # (batch, heads, n, m)
+
+
+def multi_head_columns(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, num_heads: int) -> Tensor:
+    """Multi-head self-attention in the numerator (column) layout (notebook 04, exercise 4.3).
+
+    Tokens are the columns of ``X`` ``(d_model, n)``; the ``W`` are ``(d_model, d_model)`` matrices acting on columns
+    (``nn.Linear``'s ``(out, in)`` layout). ``H = W_o [V_1 softargmax(K_1^T Q_1 / sqrt(d_k)); ...]`` with the softmax
+    over the keys (dim 0), -> ``(d_model, n)``.
+    """
+    d_k = X.shape[0] // num_heads
+    heads = []
+    for i in range(num_heads):
+        rows = slice(i * d_k, (i + 1) * d_k)
+        q_i, k_i, v_i = W_q[rows] @ X, W_k[rows] @ X, W_v[rows] @ X  # (d_k, n) each
+        weights = torch.softmax(k_i.T @ q_i / math.sqrt(d_k), dim=0)  # (n keys, n queries): columns sum to 1
+        heads.append(v_i @ weights)  # (d_k, n)
+    return W_o @ torch.cat(heads, dim=0)  # (d_model, n)
 
 
 def mha_parameter_count(d_model: int, num_heads: int, bias: bool = True) -> int:
@@ -199,7 +246,7 @@ class MultiHeadAttention(nn.Module):
         k = self.split_heads(self.w_k(key))  # (batch, heads, m, d_k)
         v = self.split_heads(self.w_v(value))  # (batch, heads, m, d_k)
         if mask is not None:
-            mask = mask.bool()
+            mask = require_bool_mask(mask)
             if mask.dim() == 3:  # (batch, n or 1, m) -> (batch, 1, n or 1, m)
                 mask = mask.unsqueeze(1)
         dropout_p = self.dropout if self.training else 0.0

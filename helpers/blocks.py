@@ -187,9 +187,7 @@ class DecoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None
-    ) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None) -> Tensor:
         def self_block(y: Tensor) -> Tensor:
             return self.dropout1(self.self_attn(y, y, y, tgt_mask, need_weights=False)[0])
 

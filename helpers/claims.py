@@ -23,7 +23,13 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
-    "ClaimFailed", "claim", "claim_at_least", "claim_at_most", "claim_between", "claim_greater", "claim_all_at_least",
+    "ClaimFailed",
+    "claim",
+    "claim_at_least",
+    "claim_at_most",
+    "claim_between",
+    "claim_greater",
+    "claim_all_at_least",
 ]
 
 PASS = "✔ claim holds:"
@@ -70,13 +76,17 @@ def claim(statement: str, holds: bool, evidence: str = "") -> bool:
 def claim_at_least(name: str, value: float, bound: float, unit: str = "") -> bool:
     """``value >= bound``: prints ``✔ claim holds: NAME is at least BOUND``."""
     value = _number(name, value)
-    return claim(f"{name} is at least {_fmt(bound)}{unit}", value >= bound, f"measured {value:.6g}{unit}, below {_fmt(bound)}{unit}")
+    return claim(
+        f"{name} is at least {_fmt(bound)}{unit}", value >= bound, f"measured {value:.6g}{unit}, below {_fmt(bound)}{unit}"
+    )
 
 
 def claim_at_most(name: str, value: float, bound: float, unit: str = "") -> bool:
     """``value <= bound``: prints ``✔ claim holds: NAME is at most BOUND``."""
     value = _number(name, value)
-    return claim(f"{name} is at most {_fmt(bound)}{unit}", value <= bound, f"measured {value:.6g}{unit}, above {_fmt(bound)}{unit}")
+    return claim(
+        f"{name} is at most {_fmt(bound)}{unit}", value <= bound, f"measured {value:.6g}{unit}, above {_fmt(bound)}{unit}"
+    )
 
 
 def claim_between(name: str, value: float, low: float, high: float, unit: str = "") -> bool:
@@ -99,10 +109,11 @@ def claim_greater(name_a: str, a: float, name_b: str, b: float, margin: float = 
 def claim_all_at_least(name: str, values: Sequence[float], bound: float, unit: str = "") -> bool:
     """Every value ``>= bound`` (every seed, every run): prints ``✔ claim holds: every NAME is at least BOUND``."""
     numbers = [_number(name, v) for v in values]
+    if not numbers:
+        raise ClaimFailed(f"every {name}: no values to check (an empty list of runs)")
     low = min(numbers)
     return claim(
         f"every {name} is at least {_fmt(bound)}{unit}",
         low >= bound,
         f"lowest {low:.6g}{unit} of {len(numbers)} (" + ", ".join(f"{v:.6g}" for v in numbers) + ")",
     )
-

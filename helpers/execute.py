@@ -6,7 +6,10 @@
 Runs each notebook top to bottom in a fresh kernel of this environment, with one
 thread (``OMP_NUM_THREADS=1``) so the printed numbers are the ones nbval will see,
 and reports each notebook's wall time. Cell timing metadata is not recorded, so
-re-executing an unchanged notebook gives an unchanged file.
+re-executing an unchanged notebook gives an unchanged file. The notebook is saved
+as JupyterLab would save it (``helpers.student.KERNELSPEC``, the kernel's
+``language_info``), so opening it does not change it, and without widget outputs:
+their state is not stored, so they would show only a frozen text (a tqdm bar at 0%).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from helpers import ROOT
+from helpers.student import normalise_notebook
 
 __all__ = ["execute_notebook", "main"]
 
@@ -31,13 +35,17 @@ def execute_notebook(path: Path, timeout: int = 600) -> float:
     os.environ["PYTHONHASHSEED"] = "0"
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", record_timing=False, store_widget_state=False,
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        store_widget_state=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    nbformat.write(nb, path)
+    nbformat.write(normalise_notebook(nb), path)
     return seconds
 
 

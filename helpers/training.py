@@ -39,6 +39,8 @@ class History:
     @property
     def final_val_acc(self) -> float:
         """Validation accuracy after the last epoch (a fraction in [0, 1])."""
+        if not self.val_acc:
+            raise ValueError("this run had no validation split (fit(..., x_val=None)): there is no validation accuracy")
         return self.val_acc[-1]
 
 
@@ -87,8 +89,8 @@ def fit(
     model: nn.Module,
     x_train: Tensor,
     y_train: Tensor,
-    x_val: Tensor,
-    y_val: Tensor,
+    x_val: Tensor | None,
+    y_val: Tensor | None,
     epochs: int = 10,
     lr: float = 1e-3,
     batch_size: int = 128,
@@ -97,6 +99,7 @@ def fit(
     seed: int = 0,
     progress: bool = True,
     step_fn=train_step,
+    eval_train: bool = True,
 ) -> History:
     """Train ``model`` with AdamW and warm-up + cosine decay; evaluate on ``(x_val, y_val)`` after every epoch.
 
@@ -106,8 +109,17 @@ def fit(
     Mini-batches are drawn by a generator seeded with ``seed``, so a run is
     reproducible. ``step_fn(model, optimizer, xb, yb) -> loss`` can replace
     the default ``train_step`` (a notebook exercise does). ``progress=False``
-    hides the bar. The device is the model's.
+    hides the bar. The device is the model's: batches (on any device) are
+    moved to it.
+
+    Two savings for runs whose per-epoch numbers nobody reads:
+    ``eval_train=False`` skips the evaluation on the training data (``train_*``
+    stay empty), and ``x_val=y_val=None`` trains without validation, as the
+    final run of a chosen configuration on training + validation data does
+    (``val_*`` stay empty).
     """
+    if (x_val is None) != (y_val is None):
+        raise ValueError("pass both x_val and y_val, or neither (a final run on training + validation data)")
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     steps_per_epoch = math.ceil(len(x_train) / batch_size)
@@ -124,12 +136,17 @@ def fit(
             idx = order[i * batch_size : (i + 1) * batch_size]
             step_fn(model, optimizer, x_train[idx].to(device), y_train[idx].to(device))
             scheduler.step()
-        train_loss, train_acc = evaluate(model, x_train, y_train)
-        val_loss, val_acc = evaluate(model, x_val, y_val)
-        history.train_loss.append(train_loss)
-        history.train_acc.append(train_acc)
-        history.val_loss.append(val_loss)
-        history.val_acc.append(val_acc)
-        bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val_acc:.3f}")
+        postfix = {}
+        if eval_train:
+            train_loss, train_acc = evaluate(model, x_train, y_train)
+            history.train_loss.append(train_loss)
+            history.train_acc.append(train_acc)
+            postfix["loss"] = f"{train_loss:.3f}"
+        if x_val is not None:
+            val_loss, val_acc = evaluate(model, x_val, y_val)
+            history.val_loss.append(val_loss)
+            history.val_acc.append(val_acc)
+            postfix["val_acc"] = f"{val_acc:.3f}"
+        bar.set_postfix(postfix)
     history.seconds = time.perf_counter() - start
     return history

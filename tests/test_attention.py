@@ -124,3 +124,30 @@ def test_scoring_variants_shapes_and_parameters():
     assert add(s, torch.randn(2, 4, 5)).shape == (2, 4)
     assert sum(p.numel() for p in add.parameters()) == 7 * (5 + 6 + 1)
     assert math.isclose(sum(p.numel() for p in mult.parameters()), 36)
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        torch.zeros(3, 3).masked_fill(~causal_mask(3), float("-inf")),  # additive 0 / -inf
+        causal_mask(3).float(),  # 0 / 1 float
+        causal_mask(3).long(),  # 0 / 1 integer
+    ],
+    ids=["additive", "float01", "int01"],
+)
+def test_non_boolean_masks_are_rejected_with_the_conversion(mask):
+    q = torch.randn(1, 3, 4)
+    with pytest.raises(TypeError, match="boolean, True = may attend") as info:
+        scaled_dot_product_attention(q, q, q, mask)
+    assert "mask == 0" in str(info.value) and "mask.bool()" in str(info.value)
+    mha = MultiHeadAttention(4, 2)
+    with pytest.raises(TypeError, match="boolean"):
+        mha(q, q, q, mask)
+
+
+def test_converted_additive_mask_gives_the_boolean_result():
+    q = torch.randn(1, 3, 4, dtype=torch.float64)
+    additive = torch.zeros(3, 3, dtype=torch.float64).masked_fill(~causal_mask(3), float("-inf"))
+    torch.testing.assert_close(
+        scaled_dot_product_attention(q, q, q, additive == 0)[0], scaled_dot_product_attention(q, q, q, causal_mask(3))[0]
+    )

@@ -26,5 +26,9 @@ def test_measure_runs_and_reports_every_variant():
     results = bench_mha.measure(repeats=1, warmup=0)
     assert set(results) == {"forward", "forward + backward", "inference (eval, no_grad)"}
     for medians in results.values():
-        assert set(medians) == {"ours, need_weights=False", "nn.MultiheadAttention, need_weights=False", "ours, need_weights=True"}
+        assert set(medians) == {
+            "ours, need_weights=False",
+            "nn.MultiheadAttention, need_weights=False",
+            "ours, need_weights=True",
+        }
         assert all(seconds > 0 for seconds in medians.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import causal_mask
@@ -13,6 +14,7 @@ from helpers.blocks import (
     FeedForward,
     copy_decoder_block_to_torch,
     copy_encoder_block_to_torch,
+    randomise_layer_norms,
 )
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -20,7 +22,9 @@ D_MODEL, HEADS, D_FF = 12, 3, 20
 
 
 def torch_encoder(ours: EncoderBlock, norm_first: bool, activation: str = "relu") -> nn.TransformerEncoderLayer:
-    theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first)
+    theirs = nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    )
     return copy_encoder_block_to_torch(ours, theirs).eval()
 
 
@@ -90,3 +94,42 @@ def test_decoder_block_is_causal():
     assert (out[:, 3:] - out_changed[:, 3:]).abs().max() > 1e-3
     unmasked, unmasked_changed = block(x, memory), block(changed, memory)
     assert (unmasked[:, :3] - unmasked_changed[:, :3]).abs().max() > 1e-3
+
+
+def _silent_stack(norm_first: bool, random_norms: bool) -> nn.ModuleList:
+    """Three float64 encoder blocks whose sub-layers output zero (their last linear layers are 0)."""
+    torch.manual_seed(4)
+    blocks = nn.ModuleList(EncoderBlock(D_MODEL, HEADS, D_FF, norm_first=norm_first) for _ in range(3)).double().eval()
+    with torch.no_grad():
+        for block in blocks:
+            for layer in (block.self_attn.w_o, block.ff.linear2):
+                layer.weight.zero_()
+                layer.bias.zero_()
+    return randomise_layer_norms(blocks) if random_norms else blocks
+
+
+def _run(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        for block in blocks:
+            x = block(x)
+    return x
+
+
+def test_silent_pre_ln_stack_is_the_identity():
+    """Notebook 06, question 4: with zero sub-layers the pre-LN residual stream is x itself."""
+    x = torch.randn(2, 5, D_MODEL, dtype=torch.float64)
+    assert torch.equal(_run(_silent_stack(norm_first=True, random_norms=True), x), x)
+
+
+def test_silent_post_ln_stack_is_its_norms_in_turn():
+    """Notebook 06, question 4: post-LN gives the 2N norms chained, which is one normalisation only at (1, 0) gains and biases."""
+    x = torch.randn(2, 5, D_MODEL, dtype=torch.float64)
+    blocks = _silent_stack(norm_first=False, random_norms=True)
+    chain = x
+    for block in blocks:
+        chain = block.norm2(block.norm1(chain))
+    torch.testing.assert_close(_run(blocks, x), chain, atol=1e-12, rtol=0)
+    last = blocks[-1].norm2
+    assert (chain - F.layer_norm(x, (D_MODEL,), last.weight, last.bias)).abs().max() > 0.1
+    fresh = _silent_stack(norm_first=False, random_norms=False)
+    torch.testing.assert_close(_run(fresh, x), F.layer_norm(x, (D_MODEL,)), atol=1e-4, rtol=0)

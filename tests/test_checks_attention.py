@@ -18,8 +18,8 @@ from helpers.checks import (
 )
 from tests.conftest import assert_caught, assert_not_attempted
 
-
 # ------------------------------------------------------------------ softmax
+
 
 def test_softmax_reference_passes(capsys):
     assert check_softmax(ref.softmax) is True
@@ -61,6 +61,13 @@ SOFTMAX_MISTAKES = [
     (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(dim), "keepdim=True"),
     (lambda x, dim=-1: torch.softmax(x - x.amax(dim), dim), "keepdim=True"),
     (lambda x, dim=-1: torch.softmax(x.sub_(x.amax(dim, keepdim=True)), dim), "in place"),
+    (
+        lambda x, dim=-1: (
+            torch.exp(x - x.max(dim, keepdim=True)) / torch.exp(x - x.max(dim, keepdim=True)).sum(dim, keepdim=True)
+        ),
+        ".values",
+    ),
+    (lambda x, dim=-1: torch.nn.ModuleList()(x), "not the exercise's stub"),
 ]
 
 
@@ -79,13 +86,19 @@ def test_softmax_crash_becomes_exercise_failed():
 
 # ------------------------------------------------------------------ scaled dot-product attention
 
+
 def _sdpa(scale="sqrt", softmax_dim=-1, mask_mode="ok", transpose_weights=False, swap=False, k_t=False):
     def attention(q, k, v, mask=None):
         kt = k.T if k_t else k.transpose(-2, -1)
         scores = q @ kt
         d_k, d_v = q.shape[-1], v.shape[-1]
-        scores = {"sqrt": scores / math.sqrt(d_k), "none": scores, "d_k": scores / d_k, "d_v": scores / math.sqrt(d_v),
-                  "m": scores / math.sqrt(k.shape[-2])}[scale]
+        scores = {
+            "sqrt": scores / math.sqrt(d_k),
+            "none": scores,
+            "d_k": scores / d_k,
+            "d_v": scores / math.sqrt(d_v),
+            "m": scores / math.sqrt(k.shape[-2]),
+        }[scale]
         if mask is not None:
             if mask_mode == "ok":
                 scores = scores.masked_fill(~mask, float("-inf"))
@@ -132,7 +145,7 @@ SDPA_MISTAKES = [
     (_sdpa(k_t=True), "k.T reverses"),
     (_sdpa(mask_mode="added"), "added to the scores"),
     (_sdpa(scale="m"), "number of keys"),
-    (lambda q, k, v, mask=None: (q @ k.transpose(-2, -1)), "tuple"),
+    (lambda q, k, v, mask=None: q @ k.transpose(-2, -1), "tuple"),
 ]
 
 
@@ -149,6 +162,7 @@ def test_sdpa_without_mask_parameter_is_reported():
 
 
 # ------------------------------------------------------------------ causal mask
+
 
 def test_causal_mask_reference_passes(capsys):
     assert check_causal_mask(ref.causal_mask) is True
@@ -173,6 +187,7 @@ def test_causal_mask_mistakes_are_named(wrong, phrase):
 
 
 # ------------------------------------------------------------------ multi-head attention
+
 
 def _make_mha(mistake: str | None = None, average: bool = False, no_attrs: bool = False):
     class MHA(nn.Module):
@@ -284,3 +299,123 @@ def test_every_check_is_exported_once_from_helpers_checks():
     namespace: dict = {}
     exec("from helpers.checks import *", namespace)
     assert all(callable(namespace[n]) for n in names)
+
+
+# ------------------------------------------------------------------ issue 10: overflow in float32, real NotImplementedError, new named mistakes
+
+
+def _naive_softmax_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = torch.exp(scores)
+    w = e / e.sum(-1, keepdim=True)
+    return w @ v, w
+
+
+def test_sdpa_with_a_naive_softmax_fails():
+    assert_caught(check_scaled_dot_product_attention, _naive_softmax_attention, "NaN", "maximum")
+
+
+def test_sdpa_keys_from_query_is_named():
+    def attention(q, k, v, mask=None):
+        w = torch.softmax(q @ q.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+        return w @ v[..., : q.shape[-2], :], w
+
+    assert_caught(check_scaled_dot_product_attention, attention, "q in place of the keys")
+
+
+def test_sdpa_float32_reference_passes():
+    def attention(q, k, v, mask=None):  # computes in the inputs' dtype, float32 included
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), ref.scaled_dot_product_attention(
+            q, k, v, mask
+        )[1]
+
+    assert check_scaled_dot_product_attention(attention) is True
+
+
+def test_sdpa_pytorch_not_implemented_is_an_attempt():
+    def attention(q, k, v, mask=None):
+        return nn.ModuleList()(q)
+
+    assert_caught(check_scaled_dot_product_attention, attention, "not the exercise's stub")
+
+
+def _mha_with(forward_change=None, bias=True, dropout=False):
+    class MHA(ref.MultiHeadAttention):
+        def __init__(self, d_model, num_heads):
+            nn.Module.__init__(self)
+            self.num_heads, self.d_k = num_heads, d_model // num_heads
+            self.d_model = d_model
+            for name in ("w_q", "w_k", "w_v", "w_o"):
+                setattr(self, name, nn.Linear(d_model, d_model, bias=bias))
+            self.dropout = nn.Dropout(0.0)
+
+        def forward(self, query, key, value, mask=None, need_weights=True):
+            if forward_change == "keys_from_query":
+                key = query
+            elif forward_change == "kv_swapped":
+                key, value = value, key
+            b, n, d = query.shape
+            q = self.w_q(query).view(b, n, self.num_heads, self.d_k).transpose(1, 2)
+            k = self.w_k(key).view(b, key.shape[1], self.num_heads, self.d_k).transpose(1, 2)
+            v = self.w_v(value).view(b, value.shape[1], self.num_heads, self.d_k).transpose(1, 2)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, 0.0 if forward_change == "mask_zero" else float("-inf"))
+            if forward_change == "naive_softmax":
+                e = torch.exp(scores)
+                w = e / e.sum(-1, keepdim=True)
+            else:
+                w = torch.softmax(scores, -1)
+            if dropout:
+                w = torch.nn.functional.dropout(w, 0.1)
+            out = (w @ v).transpose(1, 2).reshape(b, n, d)
+            return self.w_o(out), w
+
+    return MHA
+
+
+def test_mha_right_variant_passes():
+    assert check_multi_head_attention(_mha_with()) is True
+
+
+@pytest.mark.parametrize(
+    "cls, phrase",
+    [
+        (_mha_with(bias=False), "has no bias"),
+        (_mha_with("keys_from_query"), "keys or values are computed from `query`"),
+        (_mha_with("kv_swapped"), "key and value are swapped"),
+        (_mha_with("mask_zero"), "not -inf"),
+        (_mha_with("naive_softmax"), "NaN"),
+        (_mha_with(dropout=True), "dropout is left active"),
+    ],
+)
+def test_mha_more_mistakes_are_named(cls, phrase):
+    assert_caught(check_multi_head_attention, cls, phrase)
+
+
+def test_mha_generator_stub_is_not_attempted(capsys):
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_multi_head_attention, MHA, capsys)
+
+
+def test_mha_without_forward_is_named():
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            for name in ("w_q", "w_k", "w_v", "w_o"):
+                setattr(self, name, nn.Linear(d_model, d_model))
+
+        def froward(self, query, key, value, mask=None):  # misspelt: nn.Module has no forward to call
+            return None
+
+    assert_caught(check_multi_head_attention, MHA, "has no `forward` method")
+
+
+def test_none_is_an_answer_not_a_stub():
+    assert_caught(check_softmax, None, "raised TypeError")

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers.checks.blocks import check_decoder_block_forward, check_encoder_block_forward, check_pre_ln_encoder_block_forward
 from tests.conftest import assert_caught, assert_not_attempted
-from helpers.checks.blocks import check_decoder_block_forward, check_encoder_block_forward
 
 
 def sa(block, h, mask=None):
@@ -271,3 +271,333 @@ def test_in_place_updates_of_the_input_are_fine():
 )
 def test_decoder_mistakes_are_named(wrong, phrases):
     assert_caught(check_decoder_block_forward, wrong, *phrases)
+
+
+# ---------------------------------------------------------------- shortcuts, dropout, real NotImplementedError, norms
+
+
+def enc_shortcut(block, x, mask=None):
+    return block(x, mask)
+
+
+def enc_shortcut_forward(block, x, mask=None):
+    return block.forward(x, mask)
+
+
+def enc_shortcut_swallowed(block, x, mask=None):
+    try:
+        return block(x, mask)
+    except Exception:
+        return encoder_reference(block, x, mask)
+
+
+def enc_dropout_active(block, x, mask=None):
+    h = block.norm1(x + F.dropout(sa(block, x, mask), block.dropout1.p))
+    return block.norm2(h + block.ff(h))
+
+
+def enc_uses_dropout_modules(block, x, mask=None):  # right: the block's dropouts follow eval()
+    h = block.norm1(x + block.dropout1(sa(block, x, mask)))
+    return block.norm2(h + block.dropout2(block.ff(h)))
+
+
+def enc_gelu(block, x, mask=None):
+    h = block.norm1(x + sa(block, x, mask))
+    return block.norm2(h + block.ff.linear2(F.gelu(block.ff.linear1(h))))
+
+
+def enc_fresh_layer_norm(block, x, mask=None):
+    d = x.shape[-1]
+    h = F.layer_norm(x + sa(block, x, mask), (d,))
+    return F.layer_norm(h + block.ff(h), (d,))
+
+
+def enc_batch_norm(block, x, mask=None):
+    bn = torch.nn.BatchNorm1d(x.shape[-1], affine=False).double()
+    norm = lambda t: bn(t.transpose(1, 2)).transpose(1, 2)  # noqa: E731
+    h = norm(x + sa(block, x, mask))
+    return norm(h + block.ff(h))
+
+
+def enc_torch_not_implemented(block, x, mask=None):
+    layers = torch.nn.ModuleList([block.norm1])
+    return layers(x)
+
+
+def test_encoder_right_variants_pass():
+    assert check_encoder_block_forward(enc_uses_dropout_modules) is True
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (enc_shortcut, ["calls the block itself", "write its steps"]),
+        (enc_shortcut_forward, ["calls the block itself"]),
+        (enc_shortcut_swallowed, ["calls the block itself"]),
+        (enc_dropout_active, ["dropout is left active"]),
+        (enc_gelu, ["uses GELU", "ReLU"]),
+        (enc_fresh_layer_norm, ["fresh layer norm"]),
+        (enc_batch_norm, ["batch norm"]),
+        (enc_torch_not_implemented, ["NotImplementedError", "not the exercise's stub", "loop over it"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_encoder_more_mistakes_are_named(wrong, phrases):
+    assert_caught(check_encoder_block_forward, wrong, *phrases)
+
+
+def test_generator_stub_is_not_attempted(capsys):
+    def stub(block, x, mask=None):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_encoder_block_forward, stub, capsys)
+
+
+def test_the_shortcut_guard_is_removed_afterwards():
+    from helpers.blocks import EncoderBlock
+
+    assert_caught(check_encoder_block_forward, enc_shortcut, "calls the block itself")
+    block = EncoderBlock(12, 3, 20).eval()
+    assert block(torch.randn(1, 4, 12)).shape == (1, 4, 12)
+    assert "forward" in EncoderBlock.__dict__
+
+
+def dec_shortcut(block, x, memory, tgt_mask=None):
+    return block(x, memory, tgt_mask)
+
+
+def dec_dropout_active(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + F.dropout(sa(block, x, tgt_mask), 0.1))
+    h = block.norm2(h + ca(block, h, memory))
+    return block.norm3(h + block.ff(h))
+
+
+def dec_gelu(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + sa(block, x, tgt_mask))
+    h = block.norm2(h + ca(block, h, memory))
+    return block.norm3(h + block.ff.linear2(F.gelu(block.ff.linear1(h))))
+
+
+def dec_no_ff_residual(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + sa(block, x, tgt_mask))
+    h = block.norm2(h + ca(block, h, memory))
+    return block.norm3(block.ff(h))
+
+
+def dec_fresh_layer_norm(block, x, memory, tgt_mask=None):
+    ln = lambda t: F.layer_norm(t, t.shape[-1:])  # noqa: E731
+    h = ln(x + sa(block, x, tgt_mask))
+    h = ln(h + ca(block, h, memory))
+    return ln(h + block.ff(h))
+
+
+def dec_keys_from_state(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + sa(block, x, tgt_mask))
+    h = block.norm2(h + block.cross_attn(h, h, memory)[0])
+    return block.norm3(h + block.ff(h))
+
+
+def dec_values_from_state(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + sa(block, x, tgt_mask))
+    h = block.norm2(h + block.cross_attn(h, memory, h)[0])
+    return block.norm3(h + block.ff(h))
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (dec_keys_from_state, ["keys or values of the cross-attention", "block.cross_attn(h, memory, memory)"]),
+        (dec_values_from_state, ["keys or values of the cross-attention"]),
+        (dec_shortcut, ["calls the block itself", "block.cross_attn"]),
+        (dec_dropout_active, ["dropout is left active"]),
+        (dec_gelu, ["uses GELU"]),
+        (dec_no_ff_residual, ["residual connection around the feed-forward network is missing"]),
+        (dec_fresh_layer_norm, ["fresh layer norm"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_decoder_more_mistakes_are_named(wrong, phrases):
+    assert_caught(check_decoder_block_forward, wrong, *phrases)
+
+
+# ---------------------------------------------------------------- pre-LN encoder block (notebooks 07 and 08)
+
+
+def pre_ln_reference(block, x, mask=None):
+    h = block.norm1(x)  # (batch, n, d_model)
+    x = x + block.self_attn(h, h, h, mask)[0]
+    return x + block.ff(block.norm2(x))
+
+
+def pre_ln_with_dropouts(block, x, mask=None):
+    h = block.norm1(x)
+    x = x + block.dropout1(block.self_attn(h, h, h, mask, need_weights=False)[0])
+    return x + block.dropout2(block.ff(block.norm2(x)))
+
+
+def test_pre_ln_reference_passes():
+    assert check_pre_ln_encoder_block_forward(pre_ln_reference) is True
+    assert check_pre_ln_encoder_block_forward(pre_ln_with_dropouts) is True
+
+
+def test_pre_ln_stub_not_attempted(capsys):
+    def stub(block, x, mask=None):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_pre_ln_encoder_block_forward, stub, capsys)
+    assert_not_attempted(check_pre_ln_encoder_block_forward, ..., capsys)
+
+
+def pre_post_ln(block, x, mask=None):
+    h = block.norm1(x + sa(block, x, mask))
+    return block.norm2(h + block.ff(h))
+
+
+def pre_norm_after_residual(block, x, mask=None):
+    x = block.norm1(x + sa(block, block.norm1(x), mask))
+    return block.norm2(x + block.ff(block.norm2(x)))
+
+
+def pre_no_attn_residual(block, x, mask=None):
+    x = sa(block, block.norm1(x), mask)
+    return x + block.ff(block.norm2(x))
+
+
+def pre_no_ff_residual(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    return block.ff(block.norm2(x))
+
+
+def pre_no_residuals(block, x, mask=None):
+    return block.ff(block.norm2(sa(block, block.norm1(x), mask)))
+
+
+def pre_norm_reused(block, x, mask=None):
+    h = block.norm1(x)
+    x = x + sa(block, h, mask)
+    return x + block.ff(h)
+
+
+def pre_norm1_twice(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    return x + block.ff(block.norm1(x))
+
+
+def pre_norms_swapped(block, x, mask=None):
+    x = x + sa(block, block.norm2(x), mask)
+    return x + block.ff(block.norm1(x))
+
+
+def pre_residual_normalised(block, x, mask=None):
+    h = block.norm1(x)
+    x = h + sa(block, h, mask)
+    return x + block.ff(block.norm2(x))
+
+
+def pre_ff_unnormalised(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    return x + block.ff(x)
+
+
+def pre_keys_raw(block, x, mask=None):
+    x = x + block.self_attn(block.norm1(x), x, x, mask)[0]
+    return x + block.ff(block.norm2(x))
+
+
+def pre_wrong_order(block, x, mask=None):
+    x = x + block.ff(block.norm1(x))
+    return x + sa(block, block.norm2(x), mask)
+
+
+def pre_final_norm(block, x, mask=None):
+    return block.norm2(pre_ln_reference(block, x, mask))
+
+
+def pre_mask_ignored(block, x, mask=None):
+    return pre_ln_reference(block, x, None)
+
+
+def pre_mask_inverted(block, x, mask=None):
+    return pre_ln_reference(block, x, None if mask is None else ~mask)
+
+
+def pre_dropout_active(block, x, mask=None):
+    x = x + F.dropout(sa(block, block.norm1(x), mask), 0.1)
+    return x + block.ff(block.norm2(x))
+
+
+def pre_relu(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    h = block.norm2(x)
+    return x + block.ff.linear2(F.relu(block.ff.linear1(h)))
+
+
+def pre_no_activation(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    h = block.norm2(x)
+    return x + block.ff.linear2(block.ff.linear1(h))
+
+
+def pre_fresh_layer_norm(block, x, mask=None):
+    ln = torch.nn.LayerNorm(x.shape[-1]).double()
+    x = x + sa(block, ln(x), mask)
+    return x + block.ff(ln(x))
+
+
+def pre_batch_norm(block, x, mask=None):
+    bn = torch.nn.BatchNorm1d(x.shape[-1], affine=False).double()
+    norm = lambda t: bn(t.transpose(1, 2)).transpose(1, 2)  # noqa: E731
+    x = x + sa(block, norm(x), mask)
+    return x + block.ff(norm(x))
+
+
+def pre_shortcut(block, x, mask=None):
+    return block(x, mask)
+
+
+def pre_switches_to_train(block, x, mask=None):
+    block.train()
+    return pre_ln_reference(block, x, mask)
+
+
+def pre_model_list(block, x, mask=None):
+    return torch.nn.ModuleList([block])(x)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (pre_post_ln, ["that is post-LN"]),
+        (pre_norm_after_residual, ["normalised again after the residual"]),
+        (pre_no_attn_residual, ["residual connection around self-attention is missing"]),
+        (pre_no_ff_residual, ["residual connection around the feed-forward network is missing"]),
+        (pre_no_residuals, ["both residual connections are missing"]),
+        (pre_norm_reused, ["computed once and reused"]),
+        (pre_norm1_twice, ["norm1 is used twice"]),
+        (pre_norms_swapped, ["norms are swapped"]),
+        (pre_residual_normalised, ["adds the normalised input"]),
+        (pre_ff_unnormalised, ["feed-forward network reads the un-normalised x"]),
+        (pre_keys_raw, ["keys and values read the raw x"]),
+        (pre_wrong_order, ["wrong order"]),
+        (pre_final_norm, ["no layer norm at its end"]),
+        (pre_mask_ignored, ["mask is ignored"]),
+        (pre_mask_inverted, ["mask is inverted"]),
+        (pre_dropout_active, ["dropout is left active"]),
+        (pre_relu, ["uses ReLU", "GELU"]),
+        (pre_no_activation, ["no activation"]),
+        (pre_fresh_layer_norm, ["fresh layer norm"]),
+        (pre_batch_norm, ["batch norm"]),
+        (pre_shortcut, ["calls the block itself"]),
+        (pre_model_list, ["NotImplementedError", "not the exercise's stub"]),
+        (pre_switches_to_train, ["training mode"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_pre_ln_mistakes_are_named(wrong, phrases):
+    assert_caught(check_pre_ln_encoder_block_forward, wrong, *phrases)
+
+
+def test_pre_ln_is_exported():
+    import helpers.checks
+
+    assert helpers.checks.check_pre_ln_encoder_block_forward is check_pre_ln_encoder_block_forward

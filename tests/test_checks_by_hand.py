@@ -9,11 +9,17 @@ import pytest
 import torch
 
 from helpers.attention import scaled_dot_product_attention, softmax
-from helpers.checks import check_projections, check_scaled_dot_product_attention, check_scores, check_softmax, check_spot_the_mistakes
+from helpers.checks import (
+    check_projections,
+    check_scaled_dot_product_attention,
+    check_scores,
+    check_softmax,
+    check_spot_the_mistakes,
+)
 from tests.conftest import assert_caught, assert_not_attempted
 
-
 # ---------------------------------------------------------------- projections
+
 
 def project(X, W_q, W_k, W_v):
     return X @ W_q, X @ W_k, X @ W_v
@@ -34,16 +40,25 @@ def test_projections_stub_is_not_attempted(capsys):
 
 PROJECTION_MISTAKES = {
     "W @ X": (lambda X, a, b, c: (a @ X, b @ X, c @ X), ["X @ W"]),
-    "W.T @ X.T (transposed outputs)": (lambda X, a, b, c: (a.swapaxes(-2, -1) @ X.swapaxes(-2, -1), X @ b, X @ c), ["Q is transposed"]),
+    "W.T @ X.T (transposed outputs)": (
+        lambda X, a, b, c: (a.swapaxes(-2, -1) @ X.swapaxes(-2, -1), X @ b, X @ c),
+        ["Q is transposed"],
+    ),
     "Q from W_k": (lambda X, a, b, c: (X @ b, X @ b, X @ c), ["Q was computed with W_k"]),
     "Q and K swapped": (lambda X, a, b, c: (X @ b, X @ a, X @ c), ["Q was computed with W_k"]),
     "K and V swapped": (lambda X, a, b, c: (X @ a, X @ c, X @ b), ["K and V are swapped"]),
     "V from W_q": (lambda X, a, b, c: (X @ a, X @ b, X @ a), ["V", "W_q"]),
     "K returned transposed": (lambda X, a, b, c: (X @ a, (X @ b).swapaxes(-2, -1), X @ c), ["K is transposed"]),
-    "Q pre-scaled": (lambda X, a, b, c: (X @ a / math.sqrt(a.shape[-1]), X @ b, X @ c), ["divided by sqrt(d_k)", "belongs to the scores"]),
+    "Q pre-scaled": (
+        lambda X, a, b, c: (X @ a / math.sqrt(a.shape[-1]), X @ b, X @ c),
+        ["divided by sqrt(d_k)", "belongs to the scores"],
+    ),
     "V not projected": (lambda X, a, b, c: (X @ a, X @ b, X), ["V is the input X itself"]),
     "X @ W.T (nn.Linear layout)": (lambda X, a, b, c: (X @ a.T, X @ b.T, X @ c.T), ["X @ W"]),
-    "torch only (fails on numpy)": (lambda X, a, b, c: (torch.matmul(X, a), torch.matmul(X, b), torch.matmul(X, c)), ["numpy"]),
+    "torch only (fails on numpy)": (
+        lambda X, a, b, c: (torch.matmul(X, a), torch.matmul(X, b), torch.matmul(X, c)),
+        ["numpy", "cause is the type, not the shapes", "`@` operator"],
+    ),
     "returns a list of two": (lambda X, a, b, c: (X @ a, X @ b), ["tuple (Q, K, V)"]),
 }
 
@@ -55,6 +70,7 @@ def test_projection_mistakes_are_named(name):
 
 
 # ---------------------------------------------------------------- scores
+
 
 def scores(Q, K, scale=True):
     raw = Q @ K.swapaxes(-2, -1)
@@ -76,13 +92,24 @@ SCORE_MISTAKES = {
     "K not transposed": (lambda Q, K, scale=True: Q @ K / (math.sqrt(Q.shape[-1]) if scale else 1), ["Q @ K^T"]),
     "K @ Q^T": (lambda Q, K, scale=True: scores(K, Q, scale) * (math.sqrt(K.shape[-1]) / math.sqrt(Q.shape[-1])), ["transposed"]),
     "divided by d_k": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (Q.shape[-1] if scale else 1), ["divided by d_k"]),
-    "multiplied by sqrt(d_k)": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) * (math.sqrt(Q.shape[-1]) if scale else 1), ["multiplied by sqrt(d_k)"]),
+    "multiplied by sqrt(d_k)": (
+        lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) * (math.sqrt(Q.shape[-1]) if scale else 1),
+        ["multiplied by sqrt(d_k)"],
+    ),
     "scale applied when scale=False": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / math.sqrt(Q.shape[-1]), ["scale=False"]),
     "never scaled": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1), ["not divided by sqrt(d_k)"]),
-    "scaled by sqrt(number of keys)": (lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (math.sqrt(K.shape[-2]) if scale else 1), ["number of keys"]),
+    "scaled by sqrt(number of keys)": (
+        lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (math.sqrt(K.shape[-2]) if scale else 1),
+        ["number of keys"],
+    ),
     "softmax applied": (lambda Q, K, scale=True: torch.softmax(torch.as_tensor(scores(Q, K, scale)), -1), ["softmax"]),
     "default scale=False": (lambda Q, K, scale=False: scores(Q, K, scale), ["default should be scale=True"]),
-    ".T on a batch": (lambda Q, K, scale=True: scores(Q, K, scale) if K.ndim == 2 else Q @ np.transpose(K) if isinstance(K, np.ndarray) else Q @ K.permute(2, 1, 0), [".T reverses"]),
+    ".T on a batch": (
+        lambda Q, K, scale=True: (
+            scores(Q, K, scale) if K.ndim == 2 else Q @ np.transpose(K) if isinstance(K, np.ndarray) else Q @ K.permute(2, 1, 0)
+        ),
+        [".T reverses"],
+    ),
     "Q^T K": (lambda Q, K, scale=True: Q.swapaxes(-2, -1) @ K, ["Q @ K^T"]),
 }
 
@@ -101,11 +128,35 @@ RIGHT = dict(slipped_q_entry=(1, 0), miscopied_k_row=2, scale_used=1.0, largest_
 def test_spot_the_mistakes_reference_passes():
     assert check_spot_the_mistakes(**RIGHT) is True
     assert check_spot_the_mistakes(**{**RIGHT, "slipped_q_entry": np.array([1, 0]).tolist(), "scale_used": np.float64(1)}) is True
-    numpy_style = dict(slipped_q_entry=np.argwhere(np.eye(3, 2)[[1, 0, 2]] == 1)[0] * 0 + np.array([1, 0]),
-                       miscopied_k_row=np.int64(2), scale_used=np.float64(1.0), largest_dropped_weight=np.float64(0.37754),
-                       output_shape=np.zeros((3, 2)).shape)
+    numpy_style = dict(
+        slipped_q_entry=np.argwhere(np.eye(3, 2)[[1, 0, 2]] == 1)[0] * 0 + np.array([1, 0]),
+        miscopied_k_row=np.int64(2),
+        scale_used=np.float64(1.0),
+        largest_dropped_weight=np.float64(0.37754),
+        output_shape=np.zeros((3, 2)).shape,
+    )
     assert check_spot_the_mistakes(**numpy_style) is True
     assert check_spot_the_mistakes(**{**RIGHT, "output_shape": torch.Size([3, 2]), "miscopied_k_row": np.array([2])}) is True
+
+
+def _where_forms():
+    Q_diff = np.zeros((3, 2), dtype=bool)
+    Q_diff[1, 0] = True  # the one slipped entry
+    K_rows = np.array([False, False, True])  # the one miscopied row
+    return Q_diff, K_rows
+
+
+def test_spot_the_mistakes_accepts_argwhere_and_where():
+    Q_diff, K_rows = _where_forms()
+    forms = [
+        (np.argwhere(Q_diff), np.argwhere(K_rows)),  # [[1, 0]], [[2]]
+        (np.where(Q_diff), np.where(K_rows)),  # (array([1]), array([0])), (array([2]),)
+        (np.argwhere(Q_diff)[0], np.argwhere(K_rows)[0]),  # array([1, 0]), array([2])
+        (tuple(np.argwhere(Q_diff)[0]), int(np.where(K_rows)[0][0])),
+        (torch.nonzero(torch.from_numpy(Q_diff)), torch.nonzero(torch.from_numpy(K_rows))),
+    ]
+    for q_entry, k_row in forms:
+        assert check_spot_the_mistakes(**{**RIGHT, "slipped_q_entry": q_entry, "miscopied_k_row": k_row}) is True
 
 
 def test_spot_the_mistakes_stub_is_not_attempted(capsys):
@@ -126,6 +177,15 @@ SPOT_MISTAKES = {
     "nan scale": ({"scale_used": float("nan")}, ["nan"]),
     "scale as a string": ({"scale_used": "sqrt(2)"}, ["should be a number"]),
     "sum of the dropped weights": ({"largest_dropped_weight": 0.58596}, ["sum of all the weights"]),
+    "argwhere finds several Q entries": (
+        {"slipped_q_entry": np.argwhere(np.ones((3, 2)) > 0)},
+        ["lists several entries", "np.isclose"],
+    ),
+    "where finds several Q entries": ({"slipped_q_entry": np.where(np.ones((3, 2)) > 0)}, ["lists several entries"]),
+    "argwhere of K entries, not rows": (
+        {"miscopied_k_row": np.argwhere(np.array([[0, 0], [0, 0], [1, 1]]) > 0)},
+        ["not one row number", "all in row 2", ".all(axis=1)"],
+    ),
 }
 
 
@@ -136,6 +196,7 @@ def test_spot_the_mistakes_wrong_answers_are_named(name):
 
 
 # ---------------------------------------------------------------- the reused checks on this notebook's solutions
+
 
 def test_reused_checks_accept_the_references():
     assert check_softmax(softmax) is True

@@ -58,7 +58,10 @@ PATCH_MISTAKES = [
     (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)).transpose(1, 2), ["transposed"]),
     (lambda self, x: self.proj(x.unfold(1, self.stride, self.patch_size)), ["window size first"]),
     (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride).flip(-1)), ["reversed"]),
-    (lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)) * 2, ["differs from the reference", "largest difference"]),
+    (
+        lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)) * 2,
+        ["differs from the reference", "largest difference"],
+    ),
 ]
 
 
@@ -69,7 +72,9 @@ def test_patch_mistakes_are_named(wrong, phrases):
 
 def test_patch_wrong_linear_and_missing_proj():
     ok = lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride))  # noqa: E731
-    assert_caught(check_patch_embedding, make_patch_embedding(ok, proj_shape=lambda p, d: (d, p)), "nn.Linear(patch_size, d_model)")
+    assert_caught(
+        check_patch_embedding, make_patch_embedding(ok, proj_shape=lambda p, d: (d, p)), "nn.Linear(patch_size, d_model)"
+    )
 
     class NoProj(nn.Module):
         def __init__(self, patch_size, stride, d_model):
@@ -130,7 +135,38 @@ def make_forward(pos=True, cls_at_end=False, pool="cls", norm=True, blocks="all"
 
 def test_forward_reference_passes():
     assert check_classifier_forward(forward_reference) is True
-    assert check_classifier_forward(lambda model, x: model(x)) is True
+
+
+def forward_modulelist_called(model, x):
+    h = model.patch_embed(x)
+    if model.cls_token is not None:
+        h = torch.cat([model.cls_token.expand(x.shape[0], -1, -1), h], dim=1)
+    h = model.blocks(h + model.pos_embed)  # an nn.ModuleList cannot be called: PyTorch raises NotImplementedError
+    return model.head(model.norm(h)[:, 0])
+
+
+def forward_dropout_active(model, x):
+    return torch.nn.functional.dropout(forward_reference(model, x), 0.1)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (lambda model, x: model(x), ["calls the model itself", "model.patch_embed"]),
+        (lambda model, x: model.forward(x), ["calls the model itself"]),
+        (forward_modulelist_called, ["NotImplementedError", "not the exercise's stub", "for block in model.blocks"]),
+        (forward_dropout_active, ["dropout is left active"]),
+    ],
+)
+def test_forward_shortcuts_and_real_errors_are_named(wrong, phrases):
+    assert_caught(check_classifier_forward, wrong, *phrases)
+
+
+def test_forward_generator_stub_is_not_attempted(capsys):
+    def stub(model, x):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_classifier_forward, stub, capsys)
 
 
 def test_forward_stub_not_attempted(capsys):

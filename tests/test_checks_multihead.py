@@ -12,8 +12,8 @@ import helpers.attention
 from helpers.checks import check_merge_heads, check_multi_head_attention, check_split_heads
 from tests.conftest import assert_caught, assert_not_attempted
 
-
 # ------------------------------------------------------------------ split_heads
+
 
 def split_ok(x, num_heads):
     b, n, d = x.shape
@@ -29,13 +29,19 @@ def split_stub(x, num_heads):
 
 
 SPLIT_WRONG = {
-    "reshape_no_transpose": (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h), ["view-versus-transpose", "mixes tokens"]),
+    "reshape_no_transpose": (
+        lambda x, h: x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),
+        ["view-versus-transpose", "mixes tokens"],
+    ),
     "view_only": (lambda x, h: x.view(x.shape[0], x.shape[1], h, x.shape[2] // h), ["did not transpose(1, 2)"]),
     "strided": (lambda x, h: x.reshape(x.shape[0], x.shape[1], x.shape[2] // h, h).permute(0, 3, 1, 2), ["strided"]),
     "transpose_first": (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], x.shape[2] // h), ["before splitting"]),
     "reversed_heads": (lambda x, h: split_ok(x, h).flip(1), ["reverse order"]),
     "wrong_axes": (lambda x, h: split_ok(x, h).transpose(2, 3), ["last two axes are swapped"]),
-    "heads_dk_swapped": (lambda x, h: x.view(x.shape[0], x.shape[1], x.shape[2] // h, h).transpose(1, 2), ["heads and d_k are swapped"]),
+    "heads_dk_swapped": (
+        lambda x, h: x.view(x.shape[0], x.shape[1], x.shape[2] // h, h).transpose(1, 2),
+        ["heads and d_k are swapped"],
+    ),
     "nothing_split": (lambda x, h: x, ["nothing was split"]),
     "transpose_batch": (lambda x, h: x.view(x.shape[0], x.shape[1], h, x.shape[2] // h).transpose(0, 2), ["batch axis"]),
     "hard_coded_3_heads": (lambda x, h: split_ok(x, 3), ["hard-code"]),
@@ -68,6 +74,7 @@ def test_split_crash_is_reported():
 
 # ------------------------------------------------------------------ merge_heads
 
+
 def merge_ok(x):
     b, h, n, d_k = x.shape
     return x.transpose(1, 2).reshape(b, n, h * d_k)
@@ -91,7 +98,10 @@ MERGE_WRONG = {
 def test_merge_reference_passes():
     assert check_merge_heads(merge_ok) is True
     assert check_merge_heads(lambda x: torch.cat(list(x.unbind(1)), dim=-1)) is True
-    assert check_merge_heads(lambda x: helpers.attention.MultiHeadAttention(x.shape[1] * x.shape[3], x.shape[1]).merge_heads(x)) is True
+    assert (
+        check_merge_heads(lambda x: helpers.attention.MultiHeadAttention(x.shape[1] * x.shape[3], x.shape[1]).merge_heads(x))
+        is True
+    )
 
 
 def test_merge_not_attempted(capsys):
@@ -109,6 +119,7 @@ def test_merge_wrong_answers_caught(name):
 
 
 # ------------------------------------------------------------------ check_multi_head_attention on notebook 04's mistakes
+
 
 class StudentMHA(nn.Module):
     """The notebook's solution, with switches for typical mistakes."""
@@ -138,7 +149,7 @@ class StudentMHA(nn.Module):
             blocked = mask if self.mistake == "mask_inverted" else ~mask
             scores = scores.masked_fill(blocked, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
-        out = (weights @ v)
+        out = weights @ v
         out = out.reshape(b, n, d) if self.mistake == "merge_no_transpose" else out.transpose(1, 2).reshape(b, n, d)
         return (out if self.mistake == "no_w_o" else self.w_o(out)), weights
 

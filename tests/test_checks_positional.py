@@ -13,10 +13,22 @@ import helpers.blocks
 from helpers.checks import check_layer_norm, check_positional_encoding
 from tests.conftest import assert_caught, assert_not_attempted
 
-
 # ------------------------------------------------------------------ positional encoding
 
-def pe_variant(max_len, d_model, *, sin_even=True, halves=False, first=0, exponent=None, base=10000.0, sign=-1.0, angle_scale=1.0, dtype=torch.float32):
+
+def pe_variant(
+    max_len,
+    d_model,
+    *,
+    sin_even=True,
+    halves=False,
+    first=0,
+    exponent=None,
+    base=10000.0,
+    sign=-1.0,
+    angle_scale=1.0,
+    dtype=torch.float32,
+):
     pos = torch.arange(first, first + max_len, dtype=torch.float64)[:, None]
     j = torch.arange(d_model, dtype=torch.float64)
     pair = j % (d_model // 2) if halves else j // 2
@@ -44,6 +56,7 @@ def pe_log_base(log):
         div_term = torch.exp(torch.arange(0, d_model, 2) * -(log(10000.0) / d_model))
         pe[:, 0::2], pe[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
         return pe
+
     return fn
 
 
@@ -77,7 +90,10 @@ PE_WRONG = {
     "only_sines": (lambda n, d: pe_variant(n, d)[:, 0::2], ["only d_model/2"]),
     "numpy": (lambda n, d: pe_variant(n, d).numpy(), ["torch.Tensor", "ndarray"]),
     "integer_dtype": (lambda n, d: pe_variant(n, d).long(), ["dtype"]),
-    "odd_features_wrong_phase": (lambda n, d: torch.where(torch.arange(d) % 2 == 1, -pe_variant(n, d), pe_variant(n, d)), ["odd features"]),
+    "odd_features_wrong_phase": (
+        lambda n, d: torch.where(torch.arange(d) % 2 == 1, -pe_variant(n, d), pe_variant(n, d)),
+        ["odd features"],
+    ),
     "last_row_wrong": (lambda n, d: torch.cat([pe_variant(n, d)[:-1], torch.zeros(1, d)]), ["positions", "largest difference"]),
 }
 
@@ -104,6 +120,7 @@ def test_pe_wrong_answers_caught(name):
 
 # ------------------------------------------------------------------ layer norm
 
+
 def ln_ok(x, gamma, beta, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -115,6 +132,7 @@ def ln_over(axes):
         mean = x.mean(axes, keepdim=True)
         var = x.var(axes, keepdim=True, unbiased=False)
         return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+
     return fn
 
 
@@ -124,27 +142,57 @@ def ln_no_keepdim(x, gamma, beta, eps=1e-5):
 
 
 LN_WRONG = {
-    "unbiased": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * g + b, ["unbiased"]),
-    "torch_std": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * g + b, ["torch.std", "outside"]),
-    "eps_outside": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) * g + b, ["outside the square root"]),
-    "no_eps": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / x.var(-1, keepdim=True, unbiased=False).sqrt() * g + b, ["eps is missing"]),
-    "no_mean": (lambda x, g, b, eps=1e-5: x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) * g + b, ["mean is not subtracted"]),
+    "unbiased": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * g + b,
+        ["unbiased"],
+    ),
+    "torch_std": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * g + b,
+        ["torch.std", "outside"],
+    ),
+    "eps_outside": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) * g + b,
+        ["outside the square root"],
+    ),
+    "no_eps": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / x.var(-1, keepdim=True, unbiased=False).sqrt() * g + b,
+        ["eps is missing"],
+    ),
+    "no_mean": (
+        lambda x, g, b, eps=1e-5: x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) * g + b,
+        ["mean is not subtracted"],
+    ),
     "axis0": (ln_over(0), ["normalised over axis 0", "batch norm"]),
     "axis1": (ln_over(1), ["normalised over axis 1"]),
     "axes01": (ln_over((0, 1)), ["axes 0 and 1"]),
-    "whole_tensor": (lambda x, g, b, eps=1e-5: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * g + b, ["whole tensor"]),
+    "whole_tensor": (
+        lambda x, g, b, eps=1e-5: (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * g + b,
+        ["whole tensor"],
+    ),
     "no_gamma_beta": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], eps=eps), ["gamma and beta are forgotten"]),
     "swapped": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], eps=eps) * b + g, ["swapped"]),
     "no_beta": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], eps=eps) * g, ["beta is forgotten"]),
     "no_gamma": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], eps=eps) + b, ["gamma is forgotten"]),
-    "rms_stat": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * g + b, ["mean of x**2"]),
+    "rms_stat": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * g + b,
+        ["mean of x**2"],
+    ),
     "rmsnorm": (lambda x, g, b, eps=1e-5: x / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * g, ["RMSNorm"]),
     "eps_ignored": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, 1e-5), ["eps` argument is ignored"]),
     "default_eps_1e-6": (lambda x, g, b, eps=1e-6: F.layer_norm(x, x.shape[-1:], g, b, eps), ["the default eps should be 1e-5"]),
     "eps_squared": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps**2), ["eps is missing"]),
-    "eps_squared_explicit": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps**2 if eps != 1e-5 else eps), ["eps is squared"]),
-    "std_no_eps": (lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) * g + b, ["torch.std", "eps is missing"]),
-    "other": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps) * 1.1, ["after undoing gamma and beta", "variance"]),
+    "eps_squared_explicit": (
+        lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps**2 if eps != 1e-5 else eps),
+        ["eps is squared"],
+    ),
+    "std_no_eps": (
+        lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) * g + b,
+        ["torch.std", "eps is missing"],
+    ),
+    "other": (
+        lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps) * 1.1,
+        ["after undoing gamma and beta", "variance"],
+    ),
     "no_keepdim": (ln_no_keepdim, ["keepdim=True"]),
     "returns_mean": (lambda x, g, b, eps=1e-5: x.mean(-1), ["one number per token"]),
     "numpy": (lambda x, g, b, eps=1e-5: np.asarray(ln_ok(x, g, b, eps)), ["torch.Tensor"]),
@@ -170,3 +218,33 @@ def test_layer_norm_not_attempted(capsys):
 def test_layer_norm_wrong_answers_caught(name):
     fn, phrases = LN_WRONG[name]
     assert_caught(check_layer_norm, fn, *phrases)
+
+
+def ln_in_float32(x, gamma, beta, eps=1e-5):
+    """Right, but computed in float32 whatever the input (a model's dtype): judged at float32's precision."""
+    x = x.float()
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * gamma.float() + beta.float()
+
+
+def test_layer_norm_in_float32_passes():
+    assert check_layer_norm(ln_in_float32) is True
+
+
+def test_layer_norm_message_shows_the_difference():
+    # off by a relative 1e-7 in float64: the message must print enough digits for the two numbers to differ
+    message = assert_caught(
+        check_layer_norm, lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps) * (1 + 1e-5), "differs"
+    )
+    got, expected = message.split("you gave ")[1].split(", expected ")
+    assert got.split()[0] != expected.split()[0], message
+    assert "allowed:" in message and "float64" in message
+
+
+def test_layer_norm_generator_stub_and_real_not_implemented(capsys):
+    def stub(x, gamma, beta, eps=1e-5):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_layer_norm, stub, capsys)
+    assert_caught(check_layer_norm, lambda x, g, b, eps=1e-5: torch.nn.ModuleList()(x), "not the exercise's stub")

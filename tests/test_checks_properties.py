@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.checks import check_conv_head_weights, check_permutation_projections
 from helpers.attention import attention_with_positions
+from helpers.checks import check_conv_head_weights, check_permutation_projections
 from helpers.checks.properties import conv_head_weights, permutation_projections
 from tests.conftest import assert_caught, assert_not_attempted
 
-
 # ---------------------------------------------------------------- permutation
+
 
 def test_permutation_reference_passes_and_permutes():
     assert check_permutation_projections(permutation_projections) is True
@@ -60,7 +60,7 @@ def _values_read_positions(perm, d, strength=30.0):
     W_Q, W_K, W_V = permutation_projections(perm, d, strength)
     n = len(perm)
     W_V = torch.zeros(d + n, d, dtype=torch.float64)
-    W_V[d:d + min(n, d), :min(n, d)] = torch.eye(min(n, d), dtype=torch.float64)
+    W_V[d : d + min(n, d), : min(n, d)] = torch.eye(min(n, d), dtype=torch.float64)
     return W_Q, W_K, W_V
 
 
@@ -84,7 +84,22 @@ def _two_only(perm, d, strength=30.0):
     return W_Q, W_K
 
 
+def _content_noise_in_queries(perm, d, strength=30.0):
+    """Right on any one input (the position scores dominate), but the queries also read the content: Q4 says no."""
+    W_Q, W_K, W_V = permutation_projections(perm, d, strength)
+    W_Q[:d] = 0.3 * torch.linspace(-1, 1, d * W_Q.shape[1], dtype=torch.float64).reshape(d, -1)
+    return W_Q, W_K, W_V
+
+
+def _content_noise_in_keys(perm, d, strength=30.0):
+    W_Q, W_K, W_V = permutation_projections(perm, d, strength)
+    W_K[:d] = 0.2
+    return W_Q, W_K, W_V
+
+
 PERMUTATION_MISTAKES = {
+    "queries read the content a little": (_content_noise_in_queries, ["change when the content X changes", "must be zero"]),
+    "keys read the content a little": (_content_noise_in_keys, ["change when the content X changes"]),
     "inverse permutation": (_inverse, ["inverse permutation"]),
     "identity": (_identity, ["identity"]),
     "too weak (soft weights)": (_soft, ["not one-hot", "strength"]),
@@ -106,12 +121,18 @@ def test_permutation_mistakes_are_named(name):
 
 # ---------------------------------------------------------------- convolution
 
+
 def test_conv_reference_passes():
     assert check_conv_head_weights(conv_head_weights) is True
 
 
 def test_conv_accepts_a_list_of_heads():
-    assert check_conv_head_weights(lambda conv: ([conv.weight.detach()[:, :, h].T for h in range(conv.kernel_size[0])], conv.bias.detach())) is True
+    assert (
+        check_conv_head_weights(
+            lambda conv: ([conv.weight.detach()[:, :, h].T for h in range(conv.kernel_size[0])], conv.bias.detach())
+        )
+        is True
+    )
 
 
 def test_conv_stub_is_not_attempted(capsys):
@@ -123,14 +144,35 @@ def test_conv_stub_is_not_attempted(capsys):
 
 CONV_MISTAKES = {
     "conv.weight itself": (lambda conv: (conv.weight.detach(), conv.bias.detach()), ["conv.weight itself"]),
-    "heads not transposed": (lambda conv: (conv.weight.detach().permute(2, 0, 1), conv.bias.detach()), ["conv.weight[:, :, h].T"]),
+    "heads not transposed": (
+        lambda conv: (conv.weight.detach().permute(2, 0, 1), conv.bias.detach()),
+        ["conv.weight[:, :, h].T"],
+    ),
     "flipped kernel": (lambda conv: (conv.weight.detach().permute(2, 1, 0).flip(0), conv.bias.detach()), ["flipped"]),
-    "centre tap only": (lambda conv: (conv.weight.detach()[:, :, conv.kernel_size[0] // 2].T.expand(conv.kernel_size[0], -1, -1), conv.bias.detach()), ["same matrix"]),
-    "centre tap, others zero": (lambda conv: (torch.stack([conv.weight.detach()[:, :, h].T * (h == conv.kernel_size[0] // 2) for h in range(conv.kernel_size[0])]), conv.bias.detach()), ["only the centre tap"]),
-    "averaged heads": (lambda conv: (conv.weight.detach().permute(2, 1, 0) / conv.kernel_size[0], conv.bias.detach()), ["divided by the kernel size"]),
+    "centre tap only": (
+        lambda conv: (
+            conv.weight.detach()[:, :, conv.kernel_size[0] // 2].T.expand(conv.kernel_size[0], -1, -1),
+            conv.bias.detach(),
+        ),
+        ["same matrix"],
+    ),
+    "centre tap, others zero": (
+        lambda conv: (
+            torch.stack([conv.weight.detach()[:, :, h].T * (h == conv.kernel_size[0] // 2) for h in range(conv.kernel_size[0])]),
+            conv.bias.detach(),
+        ),
+        ["only the centre tap"],
+    ),
+    "averaged heads": (
+        lambda conv: (conv.weight.detach().permute(2, 1, 0) / conv.kernel_size[0], conv.bias.detach()),
+        ["divided by the kernel size"],
+    ),
     "no bias": (lambda conv: (conv.weight.detach().permute(2, 1, 0), None), ["bias is None"]),
     "zero bias": (lambda conv: (conv.weight.detach().permute(2, 1, 0), torch.zeros_like(conv.bias)), ["bias is zero"]),
-    "bias per head": (lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach() / conv.kernel_size[0]), ["added once"]),
+    "bias per head": (
+        lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach() / conv.kernel_size[0]),
+        ["added once"],
+    ),
     "one tensor only": (lambda conv: conv.weight.detach().permute(2, 1, 0), ["tuple (W_heads, bias)"]),
 }
 
@@ -179,6 +221,7 @@ def test_hard_beta_stub_is_not_attempted(capsys):
 def _with_tie(fn):
     def wrapped(scores, eps=0.01):
         return math.inf if _gap(scores) == 0 else fn(scores, eps)
+
     return wrapped
 
 
@@ -186,7 +229,10 @@ HARD_BETA_MISTAKES = {
     "no m - 1": (_with_tie(lambda s, eps: math.log(1 / eps) / _gap(s)), ["m - 1) other keys are missing"]),
     "m instead of m - 1": (_with_tie(lambda s, eps: math.log(len(s) / eps) / _gap(s)), ["that uses m"]),
     "log10": (_with_tie(lambda s, eps: math.log10((len(s) - 1) / eps) / _gap(s)), ["base 10"]),
-    "spread instead of gap": (_with_tie(lambda s, eps: math.log((len(s) - 1) / eps) / (s.max() - s.min()).item()), ["not minus the smallest"]),
+    "spread instead of gap": (
+        _with_tie(lambda s, eps: math.log((len(s) - 1) / eps) / (s.max() - s.min()).item()),
+        ["not minus the smallest"],
+    ),
     "temperature": (_with_tie(lambda s, eps: _gap(s) / math.log((len(s) - 1) / eps)), ["temperature"]),
     "ascending sort": (_with_tie(lambda s, eps: math.log((len(s) - 1) / eps) / -_gap(s)), ["negative"]),
     "no logarithm": (_with_tie(lambda s, eps: ((len(s) - 1) / eps) / _gap(s)), ["logarithm is missing"]),

@@ -32,6 +32,7 @@ def star(check):
 
 # ---------------------------------------------------------------- warm-up: matrix product
 
+
 def test_matmul_shape(capsys):
     assert check_matmul_shape((3, 5)) is True
     assert check_matmul_shape(torch.Size([3, 5])) is True
@@ -39,19 +40,22 @@ def test_matmul_shape(capsys):
     assert_not_attempted(check_matmul_shape, ..., capsys)
 
 
-@pytest.mark.parametrize("answer, phrase", [
-    ((5, 3), "transpose"),
-    ((3, 8), "shape of X"),
-    ((8, 5), "shape of W"),
-    ((3, 8, 5), "inner"),
-    ((3, 3), "columns from W"),
-    ((15,), "two sizes"),
-    (15, "the number 15"),
-    ((3,), "has 1 axes; it should have 2"),
-    ("(3, 5)", "string"),
-    ((3, 5.0), "whole numbers"),
-    ((4, 5), "axis 0 (size 4) is wrong"),
-])
+@pytest.mark.parametrize(
+    "answer, phrase",
+    [
+        ((5, 3), "transpose"),
+        ((3, 8), "shape of X"),
+        ((8, 5), "shape of W"),
+        ((3, 8, 5), "inner"),
+        ((3, 3), "columns from W"),
+        ((15,), "two sizes"),
+        (15, "the number 15"),
+        ((3,), "has 1 axes; it should have 2"),
+        ("(3, 5)", "string"),
+        ((3, 5.0), "whole numbers"),
+        ((4, 5), "axis 0 (size 4) is wrong"),
+    ],
+)
 def test_matmul_shape_mistakes(answer, phrase):
     assert_caught(check_matmul_shape, answer, phrase)
 
@@ -69,23 +73,26 @@ def test_row_layout(capsys):
 
 def _row(**changes):
     names = ["q", "k", "v", "scores", "out"]
-    return tuple(changes.get(name, right) for name, right in zip(names, ROW_RIGHT))
+    return tuple(changes.get(name, right) for name, right in zip(names, ROW_RIGHT, strict=True))
 
 
-@pytest.mark.parametrize("answers, phrases", [
-    (_row(q=(5, 3)), ["shape of Q", "transposed", "tokens are rows"]),
-    (_row(q=(8, 5)), ["shape of Q", "weight W_Q"]),
-    (_row(k=(3, 5)), ["shape of K", "cross-attention"]),
-    (_row(k=(5, 4)), ["shape of K", "K^T"]),
-    (_row(v=(4, 5)), ["shape of V", "d_v need not equal d_k"]),
-    (_row(scores=(4, 3)), ["shape of the scores", "transposed"]),
-    (_row(scores=(3, 3)), ["shape of the scores", "only for self-attention"]),
-    (_row(scores=(5, 5)), ["shape of the scores", "relates features"]),
-    (_row(out=(3, 5)), ["shape of the output", "d_v = 6, not d_k = 5"]),
-    (_row(out=(3, 8)), ["shape of the output", "no W_O"]),
-    (_row(out=(4, 6)), ["shape of the output", "one output row per query"]),
-    (_row(out=(2, 6)), ["shape of the output", "axis 0 (size 2) is wrong", "Recall"]),
-])
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_row(q=(5, 3)), ["shape of Q", "transposed", "tokens are rows"]),
+        (_row(q=(8, 5)), ["shape of Q", "weight W_Q"]),
+        (_row(k=(3, 5)), ["shape of K", "cross-attention"]),
+        (_row(k=(5, 4)), ["shape of K", "K^T"]),
+        (_row(v=(4, 5)), ["shape of V", "d_v need not equal d_k"]),
+        (_row(scores=(4, 3)), ["shape of the scores", "transposed"]),
+        (_row(scores=(3, 3)), ["shape of the scores", "only for self-attention"]),
+        (_row(scores=(5, 5)), ["shape of the scores", "relates features"]),
+        (_row(out=(3, 5)), ["shape of the output", "d_v = 6, not d_k = 5"]),
+        (_row(out=(3, 8)), ["shape of the output", "no W_O"]),
+        (_row(out=(4, 6)), ["shape of the output", "one output row per query"]),
+        (_row(out=(2, 6)), ["shape of the output", "axis 0 (size 2) is wrong", "Recall"]),
+    ],
+)
 def test_row_layout_mistakes(answers, phrases):
     assert_caught(star(check_row_layout_shapes), answers, *phrases)
 
@@ -108,25 +115,29 @@ def test_column_layout(capsys):
 
 def _col(**changes):
     names = ["q", "k", "v", "attn", "out"]
-    return tuple(changes.get(name, right) for name, right in zip(names, COL_RIGHT))
+    return tuple(changes.get(name, right) for name, right in zip(names, COL_RIGHT, strict=True))
 
 
-@pytest.mark.parametrize("answers, phrases", [
-    (_col(attn=(768, 768)), ["shape of the attention matrix", "mixes features", "K^T Q"]),
-    (_col(q=(6, 768)), ["shape of Q", "row layout"]),
-    (_col(k=(768, 768)), ["shape of K", "shape of the weight W^K"]),
-    (_col(out=(6, 768)), ["shape of the output", "transposed", "tokens as columns"]),
-    (_col(out=(6, 6)), ["shape of the output", "attention matrix"]),
-    (_col(out=(768, 768)), ["shape of the output", "feature-mixing"]),
-    (_col(attn=(6, 768)), ["shape of the attention matrix", "relates tokens to tokens"]),
-    (_col(v=(64, 6)), ["shape of V", "one head"]),
-    (_col(attn=(5, 5)), ["shape of the attention matrix", "axis 0 (size 5) and axis 1 (size 5) are wrong"]),
-])
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_col(attn=(768, 768)), ["shape of the attention matrix", "mixes features", "K^T Q"]),
+        (_col(q=(6, 768)), ["shape of Q", "row layout"]),
+        (_col(k=(768, 768)), ["shape of K", "shape of the weight W^K"]),
+        (_col(out=(6, 768)), ["shape of the output", "transposed", "tokens as columns"]),
+        (_col(out=(6, 6)), ["shape of the output", "attention matrix"]),
+        (_col(out=(768, 768)), ["shape of the output", "feature-mixing"]),
+        (_col(attn=(6, 768)), ["shape of the attention matrix", "relates tokens to tokens"]),
+        (_col(v=(64, 6)), ["shape of V", "one head"]),
+        (_col(attn=(5, 5)), ["shape of the attention matrix", "axis 0 (size 5) and axis 1 (size 5) are wrong"]),
+    ],
+)
 def test_column_layout_mistakes(answers, phrases):
     assert_caught(star(check_column_layout_shapes), answers, *phrases)
 
 
 # ---------------------------------------------------------------- attention in the column layout
+
 
 def test_attention_column_layout(capsys):
     assert check_attention_column_layout(reference_attention_column_layout) is True
@@ -173,27 +184,34 @@ def _col_attn(mistake):
             return V @ (torch.exp(scores) / torch.exp(scores).sum(0))
         if mistake == "numpy":
             return (V @ torch.softmax(K.T @ Q / math.sqrt(d_k), dim=0)).numpy()
+        if mistake == "naive_softmax":
+            e = torch.exp(K.T @ Q / math.sqrt(d_k))
+            return V @ (e / e.sum(0, keepdim=True))
         raise AssertionError(mistake)
 
     fn.__name__ = "attention_column_layout"
     return fn
 
 
-@pytest.mark.parametrize("mistake, phrases", [
-    ("wrong_axis", ["wrong axis", "dim=0"]),
-    ("no_scale", ["missing 1/sqrt(d_k) scale"]),
-    ("transposed_A", ["transposed"]),
-    ("feature_mixing", ["relates features, not tokens", "K^T Q"]),
-    ("row_output", ["tokens as rows"]),
-    ("scale_d_model", ["sqrt(d_model)", "d_k = W_q.shape[0]"]),
-    ("no_softmax", ["no softmax"]),
-    ("w_transposed", ["Q = W^Q X"]),
-    ("attn_matrix", ["features by features"]),
-    ("x_as_values", ["values are X itself"]),
-    ("scale_d_v", ["scaled with d_v"]),
-    ("scaled_by_100", ["differs from the reference"]),
-    ("numpy", ["torch.Tensor", "ndarray"]),
-])
+@pytest.mark.parametrize(
+    "mistake, phrases",
+    [
+        ("wrong_axis", ["wrong axis", "dim=0"]),
+        ("no_scale", ["missing 1/sqrt(d_k) scale"]),
+        ("transposed_A", ["transposed"]),
+        ("feature_mixing", ["relates features, not tokens", "K^T Q"]),
+        ("row_output", ["tokens as rows"]),
+        ("scale_d_model", ["sqrt(d_model)", "d_k = W_q.shape[0]"]),
+        ("no_softmax", ["no softmax"]),
+        ("w_transposed", ["Q = W^Q X"]),
+        ("attn_matrix", ["features by features"]),
+        ("x_as_values", ["values are X itself"]),
+        ("scale_d_v", ["scaled with d_v"]),
+        ("scaled_by_100", ["differs from the reference"]),
+        ("numpy", ["torch.Tensor", "ndarray"]),
+        ("naive_softmax", ["NaN", "exp overflowed"]),
+    ],
+)
 def test_attention_column_layout_mistakes(mistake, phrases):
     assert_caught(check_attention_column_layout, _col_attn(mistake), *phrases)
 
@@ -207,6 +225,7 @@ def test_attention_column_layout_student_error_is_reported():
 
 # ---------------------------------------------------------------- numerator layout
 
+
 def test_numerator_layout(capsys):
     assert check_numerator_layout((4, 3), (6, 3), 1 / math.sqrt(5)) is True
     assert check_numerator_layout((4, 3), (6, 3), 0.4472) is True
@@ -215,19 +234,25 @@ def test_numerator_layout(capsys):
     assert_not_attempted(star(check_numerator_layout), ((4, 3), (6, 3), ...), capsys)
 
 
-@pytest.mark.parametrize("answers, phrases", [
-    (((3, 4), (6, 3), 0.4472), ["shape of K^T Q", "Q^T K"]),
-    (((5, 5), (6, 3), 0.4472), ["shape of K^T Q", "features"]),
-    (((4, 3), (3, 6), 0.4472), ["shape of H", "transposed"]),
-    (((4, 3), (5, 3), 0.4472), ["shape of H", "t = 6, not d = 5"]),
-    (((4, 3), (6, 4), 0.4472), ["shape of H", "per query"]),
-    (((4, 3), (6, 3), math.sqrt(5)), ["beta", "inverse"]),
-    (((4, 3), (6, 3), 0.2), ["beta", "not 1 / d"]),
-    (((4, 3), (6, 3), 1), ["beta", "unscaled"]),
-    (((4, 3), (6, 3), 1 / math.sqrt(6)), ["beta", "not t"]),
-    (((4, 3), (6, 3), 0.7), ["beta", "inverse temperature", "0.4472"]),
-    (((4, 3), (6, 3), "1/sqrt(5)"), ["beta should be a number"]),
-])
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (((3, 4), (6, 3), 0.4472), ["shape of K^T Q", "Q^T K"]),
+        (((5, 5), (6, 3), 0.4472), ["shape of K^T Q", "features"]),
+        (((4, 3), (3, 6), 0.4472), ["shape of H", "transposed"]),
+        (((4, 3), (5, 3), 0.4472), ["shape of H", "t = 6, not d = 5"]),
+        (((4, 3), (6, 4), 0.4472), ["shape of H", "per query"]),
+        (((4, 3), (6, 3), math.sqrt(5)), ["beta", "inverse"]),
+        (((4, 3), (6, 3), 0.2), ["beta", "not 1 / d"]),
+        (((4, 3), (6, 3), 1), ["beta", "unscaled"]),
+        (((4, 3), (6, 3), 1 / math.sqrt(6)), ["beta", "not t"]),
+        (((4, 3), (6, 3), 0.7), ["beta", "inverse temperature", "0.4472"]),
+        (((4, 3), (6, 3), "1/sqrt(5)"), ["beta should be a number"]),
+        (((4, 3), (6, 3), 0.447), ["too coarse", "relative error of 1e-4", "at least 4 decimals"]),
+        (((4, 3), (6, 3), 0.45), ["too coarse", "1e-4"]),
+        (((4, 3), (6, 3), 2.24), ["sqrt(d), the inverse", "rounded too coarsely"]),
+    ],
+)
 def test_numerator_layout_mistakes(answers, phrases):
     assert_caught(star(check_numerator_layout), answers, *phrases)
 
@@ -244,29 +269,33 @@ def test_multi_head_shapes(capsys):
 
 def _mh(**changes):
     names = ["d_k", "q", "scores", "out", "concat"]
-    return tuple(changes.get(name, right) for name, right in zip(names, MH_RIGHT))
+    return tuple(changes.get(name, right) for name, right in zip(names, MH_RIGHT, strict=True))
 
 
-@pytest.mark.parametrize("answers, phrases", [
-    (_mh(d_k=512), ["d_k", "that is d_model"]),
-    (_mh(d_k=8), ["number of heads"]),
-    (_mh(d_k=4096), ["not d_model * h"]),
-    (_mh(q=(10, 512)), ["one head's Q_i", "before splitting"]),
-    (_mh(q=(8, 10, 64)), ["one head's Q_i", "all 8 heads"]),
-    (_mh(q=(1, 10, 64)), ["one head's Q_i", "no batch axis"]),
-    (_mh(q=(10, 3)), ["one head's Q_i", "axis 1 (size 3) is wrong"]),
-    (_mh(scores=(64, 64)), ["one head's scores", "relate features"]),
-    (_mh(out=(10, 512)), ["one head's output", "after concatenating"]),
-    (_mh(concat=(10, 64)), ["shape of the concatenation", "8 * 64 = 512"]),
-    (_mh(concat=(8, 10, 64)), ["shape of the concatenation", "stacked, not concatenated"]),
-    (_mh(concat=(80, 64)), ["shape of the concatenation", "wrong axis"]),
-    (_mh(d_k=(64,)), ["d_k is one number"]),
-])
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_mh(d_k=512), ["d_k", "that is d_model"]),
+        (_mh(d_k=8), ["number of heads"]),
+        (_mh(d_k=4096), ["not d_model * h"]),
+        (_mh(q=(10, 512)), ["one head's Q_i", "before splitting"]),
+        (_mh(q=(8, 10, 64)), ["one head's Q_i", "all 8 heads"]),
+        (_mh(q=(1, 10, 64)), ["one head's Q_i", "no batch axis"]),
+        (_mh(q=(10, 3)), ["one head's Q_i", "axis 1 (size 3) is wrong"]),
+        (_mh(scores=(64, 64)), ["one head's scores", "relate features"]),
+        (_mh(out=(10, 512)), ["one head's output", "after concatenating"]),
+        (_mh(concat=(10, 64)), ["shape of the concatenation", "8 * 64 = 512"]),
+        (_mh(concat=(8, 10, 64)), ["shape of the concatenation", "stacked, not concatenated"]),
+        (_mh(concat=(80, 64)), ["shape of the concatenation", "wrong axis"]),
+        (_mh(d_k=(64,)), ["d_k is one number"]),
+    ],
+)
 def test_multi_head_shapes_mistakes(answers, phrases):
     assert_caught(star(check_multi_head_shapes), answers, *phrases)
 
 
 # ---------------------------------------------------------------- split heads
+
 
 def test_head_split(capsys):
     assert check_split_heads(reference_split_heads) is True
@@ -298,22 +327,26 @@ def _split(mistake):
     return split_heads
 
 
-@pytest.mark.parametrize("mistake, phrases", [
-    ("no_transpose_reshape", ["view-versus-transpose trap", "transpose(1, 2)"]),
-    ("no_transpose_view", ["did not transpose(1, 2)"]),
-    ("interleaved", ["every `heads`-th feature"]),
-    ("merged_batch", ["batch and heads merged"]),
-    ("features_tokens", ["last two axes are swapped"]),
-    ("hard_coded_heads", ["do not hard-code it"]),
-    ("transpose_first", ["to (batch, d_model, n) before splitting"]),
-    ("flipped", ["holds token 4 instead of token 0"]),
-    ("off_by_one", ["values were changed"]),
-])
+@pytest.mark.parametrize(
+    "mistake, phrases",
+    [
+        ("no_transpose_reshape", ["view-versus-transpose trap", "transpose(1, 2)"]),
+        ("no_transpose_view", ["did not transpose(1, 2)"]),
+        ("interleaved", ["every `heads`-th feature"]),
+        ("merged_batch", ["batch and heads merged"]),
+        ("features_tokens", ["last two axes are swapped"]),
+        ("hard_coded_heads", ["do not hard-code it"]),
+        ("transpose_first", ["to (batch, d_model, n) before splitting"]),
+        ("flipped", ["holds token 4 instead of token 0"]),
+        ("off_by_one", ["values were changed"]),
+    ],
+)
 def test_head_split_mistakes(mistake, phrases):
     assert_caught(check_split_heads, _split(mistake), *phrases)
 
 
 # ---------------------------------------------------------------- parameter count
+
 
 @pytest.mark.parametrize("d_model, heads, bias", [(12, 3, True), (12, 3, False), (768, 12, True), (768, 12, False)])
 def test_reference_count_matches_torch(d_model, heads, bias):
@@ -331,21 +364,24 @@ def test_mha_parameter_count(capsys):
     assert_not_attempted(check_mha_parameter_count, stub, capsys)
 
 
-@pytest.mark.parametrize("fn, phrases", [
-    (lambda d, h, bias=True: 3 * d * d + 3 * d * bias, ["W_O is missing"]),
-    (lambda d, h, bias=True: 4 * d * d, ["biases are missing"]),
-    (lambda d, h, bias=True: 4 * d * d + 4 * d, ["bias argument is ignored"]),
-    (lambda d, h, bias=True: h * (4 * d * d + 4 * d * bias), ["multiplied by the number of heads"]),
-    (lambda d, h, bias=True: 4 * h * (d // h) ** 2 + 4 * d * bias, ["one head only", "d_model x d_model"]),
-    (lambda d, h, bias=True: 4 * d * (d // h) + 4 * (d // h) * bias, ["one head only"]),
-    (lambda d, h, bias=True: 4 * d * d + 4 * h * bias, ["biases were counted per head"]),
-    (lambda d, h, bias=True: 4 * d * d + 3 * d * bias, ["bias of W_O is missing"]),
-    (lambda d, h, bias=True: 4 * d * d + d * bias, ["only one bias vector"]),
-    (lambda d, h, bias=True: 4 * d * d * (2 if bias else 1), ["d_model x d_model matrix"]),
-    (lambda d, h, bias=True: 4 * d * d + 4 * d * bias + 1, ["off by +1"]),
-    (lambda d, h, bias=True: (4 * d * d + 4 * d * bias) / 1.5, ["not a whole number"]),
-    (lambda d, h, bias=True: "2362368", ["should return an int"]),
-])
+@pytest.mark.parametrize(
+    "fn, phrases",
+    [
+        (lambda d, h, bias=True: 3 * d * d + 3 * d * bias, ["W_O is missing"]),
+        (lambda d, h, bias=True: 4 * d * d, ["biases are missing"]),
+        (lambda d, h, bias=True: 4 * d * d + 4 * d, ["bias argument is ignored"]),
+        (lambda d, h, bias=True: h * (4 * d * d + 4 * d * bias), ["multiplied by the number of heads"]),
+        (lambda d, h, bias=True: 4 * h * (d // h) ** 2 + 4 * d * bias, ["one head only", "d_model x d_model"]),
+        (lambda d, h, bias=True: 4 * d * (d // h) + 4 * (d // h) * bias, ["one head only"]),
+        (lambda d, h, bias=True: 4 * d * d + 4 * h * bias, ["biases were counted per head"]),
+        (lambda d, h, bias=True: 4 * d * d + 3 * d * bias, ["bias of W_O is missing"]),
+        (lambda d, h, bias=True: 4 * d * d + d * bias, ["only one bias vector"]),
+        (lambda d, h, bias=True: 4 * d * d * (2 if bias else 1), ["d_model x d_model matrix"]),
+        (lambda d, h, bias=True: 4 * d * d + 4 * d * bias + 1, ["off by +1"]),
+        (lambda d, h, bias=True: (4 * d * d + 4 * d * bias) / 1.5, ["not a whole number"]),
+        (lambda d, h, bias=True: "2362368", ["should return an int"]),
+    ],
+)
 def test_mha_parameter_count_mistakes(fn, phrases):
     fn.__name__ = "mha_parameter_count"
     assert_caught(check_mha_parameter_count, fn, *phrases)

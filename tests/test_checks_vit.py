@@ -27,6 +27,7 @@ def _flat(x, b):
 
 # ---------------------------------------------------------------- patchify
 
+
 def test_patchify_reference_passes(capsys):
     assert check_patchify(patchify) is True
     assert "correct" in capsys.readouterr().out
@@ -67,9 +68,11 @@ PATCHIFY_MISTAKES = {
     ),
     "hard-coded p": (lambda x, p: patchify(x, 2), "hard-coded"),
     "grid sides swapped": (
-        lambda x, p: x.reshape(x.shape[0], x.shape[1], x.shape[3] // p, p, x.shape[2] // p, p)
-        .permute(0, 2, 4, 1, 3, 5)
-        .reshape(x.shape[0], -1, x.shape[1] * p * p),
+        lambda x, p: (
+            x.reshape(x.shape[0], x.shape[1], x.shape[3] // p, p, x.shape[2] // p, p)
+            .permute(0, 2, 4, 1, 3, 5)
+            .reshape(x.shape[0], -1, x.shape[1] * p * p)
+        ),
         "swapped",
     ),
     "numpy": (lambda x, p: patchify(x, p).numpy(), "numpy"),
@@ -135,6 +138,7 @@ def test_patchify_wrong_values_are_located():
 
 
 # ---------------------------------------------------------------- patch embedding
+
 
 def _embed(images, weight, bias, p):
     return patchify(images, p) @ weight.T + bias
@@ -213,6 +217,7 @@ def test_patch_embedding_untransposed_weight_crash_gets_the_hint():
 
 # ---------------------------------------------------------------- ViT forward
 
+
 def test_vit_forward_reference_passes():
     assert check_vit_forward(vit_forward) is True
 
@@ -254,9 +259,9 @@ VIT_MISTAKES = {
     ),
     "pos before cls, first rows": (
         lambda m, x: m.head(
-            m.norm(
-                _blocks(m, torch.cat([m.cls_token.expand(x.shape[0], -1, -1), m.patch_embed(x) + m.pos_embed[:, :-1]], 1))
-            )[:, 0]
+            m.norm(_blocks(m, torch.cat([m.cls_token.expand(x.shape[0], -1, -1), m.patch_embed(x) + m.pos_embed[:, :-1]], 1)))[
+                :, 0
+            ]
         ),
         "before prepending the class token",
     ),
@@ -277,7 +282,9 @@ VIT_MISTAKES = {
         lambda m, x: m.head(m.norm(_blocks(m, torch.cat([m.cls_token, m.patch_embed(x)], 1) + m.pos_embed))[:, 0]),
         "expand it to the batch",
     ),
-    "calls the model": (lambda m, x: m(x), "calls model(images)"),
+    "calls the model": (lambda m, x: m(x), "calls the model itself"),
+    "calls model.forward": (lambda m, x: m.forward(x), "calls the model itself"),
+    "dropout left active": (lambda m, x: torch.nn.functional.dropout(vit_forward(m, x), 0.1), "dropout is left active"),
     "norm first": (lambda m, x: m.head(_blocks(m, m.norm(_tokens(m, x)))[:, 0]), "before the blocks"),
     "probabilities": (lambda m, x: torch.softmax(vit_forward(m, x), -1), "return the logits"),
     "wrong scale": (lambda m, x: 1.5 * vit_forward(m, x), "differs from the reference"),

@@ -80,7 +80,7 @@ def test_random_shift_moves_whole_images_by_at_most_one_pixel():
     shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
     assert shifted.shape == images.shape
     torch.testing.assert_close(shifted.sum((1, 2, 3)), images.sum((1, 2, 3)))  # nothing falls off
-    for original, moved in zip(images, shifted):
+    for original, moved in zip(images, shifted, strict=True):
         candidates = [torch.roll(original, (dr, dc), (1, 2)) for dr in (-1, 0, 1) for dc in (-1, 0, 1)]
         assert any(torch.equal(moved, c) for c in candidates)
     again = random_shift(images, 1, torch.Generator().manual_seed(0))

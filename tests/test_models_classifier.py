@@ -62,7 +62,12 @@ def test_baselines_shapes(cls):
 def test_all_models_train_one_step():
     torch.manual_seed(0)
     x, y = torch.randn(8, 40), torch.randint(0, 10, (8,))
-    for model in (TransformerClassifier(d_model=16, num_heads=2, num_layers=1), MLPClassifier(), CNNClassifier(), GRUClassifier()):
+    for model in (
+        TransformerClassifier(d_model=16, num_heads=2, num_layers=1),
+        MLPClassifier(),
+        CNNClassifier(),
+        GRUClassifier(),
+    ):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
         before = F.cross_entropy(model(x), y).item()
         for _ in range(5):
@@ -70,3 +75,24 @@ def test_all_models_train_one_step():
             F.cross_entropy(model(x), y).backward()
             opt.step()
         assert F.cross_entropy(model(x), y).item() < before
+
+
+def test_a_patch_embedding_class_can_be_passed_and_draws_the_same_weights():
+    class MyPatches(torch.nn.Module):  # another class, the same nn.Linear: the notebook's student version
+        def __init__(self, patch_size, stride, d_model):
+            super().__init__()
+            self.patch_size, self.stride = patch_size, stride
+            self.proj = torch.nn.Linear(patch_size, d_model)
+
+        def forward(self, x):
+            return self.proj(x.unfold(1, self.patch_size, self.stride))
+
+    torch.manual_seed(0)
+    reference = TransformerClassifier(d_model=16, num_heads=2, num_layers=1).eval()
+    torch.manual_seed(0)
+    mine = TransformerClassifier(d_model=16, num_heads=2, num_layers=1, patch_embedding=MyPatches).eval()
+    assert isinstance(mine.patch_embed, MyPatches)
+    for (name, a), (_, b) in zip(reference.state_dict().items(), mine.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    x = torch.randn(2, 40)
+    torch.testing.assert_close(mine(x), reference(x))

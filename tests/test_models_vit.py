@@ -144,3 +144,42 @@ def test_vit_figures_draw(monkeypatch):
     assert len(figures[2].axes) == 17  # 16 panels and the colour bar
     for fig in figures:
         plt.close(fig)
+
+
+def _model_and_batch():
+    torch.manual_seed(0)
+    model = VisionTransformer(image_size=8, patch_size=4, d_model=16, depth=1, num_heads=2, d_ff=24)
+    xb, yb = torch.rand(6, 1, 8, 8), torch.arange(6) % 10
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), xb, yb
+
+
+def test_augmented_step_without_shifts_or_smoothing_is_the_plain_step():
+    from helpers.models import augmented_step
+    from helpers.training import train_step
+
+    model_a, opt_a, xb, yb = _model_and_batch()
+    model_b, opt_b, _, _ = _model_and_batch()
+    loss_a = augmented_step(0, 0.0, seed=0)(model_a, opt_a, xb, yb)
+    loss_b = train_step(model_b, opt_b, xb, yb)
+    assert loss_a == loss_b
+    for p, q in zip(model_a.parameters(), model_b.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_augmented_step_smooths_labels_and_shifts_reproducibly():
+    from helpers.data import random_shift
+    from helpers.models import augmented_step
+
+    model, opt, xb, yb = _model_and_batch()
+    with torch.no_grad():
+        moved = random_shift(xb, 1, torch.Generator().manual_seed(3))
+        expected = F.cross_entropy(model.train()(moved), yb, label_smoothing=0.1).item()
+    loss = augmented_step(1, 0.1, seed=3)(model, opt, xb, yb)
+    assert abs(loss - expected) < 1e-6
+    # the same seed gives the same shifts: two fresh runs agree
+    losses = []
+    for _ in range(2):
+        model, opt, xb, yb = _model_and_batch()
+        step = augmented_step(1, 0.1, seed=5)
+        losses.append([step(model, opt, xb, yb) for _ in range(3)])
+    assert losses[0] == losses[1]

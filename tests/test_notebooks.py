@@ -53,13 +53,19 @@ def test_solution_notebook_is_fully_executed_and_every_check_passes(path):
     for index, cell in enumerate(_code(nb)):
         if not cell.source.strip():
             continue
-        assert cell.execution_count is not None, f"code cell {index} was never executed: run python -m helpers.execute {path.name}"
+        assert cell.execution_count is not None, (
+            f"code cell {index} was never executed: run python -m helpers.execute {path.name}"
+        )
         for output in cell.outputs:
             text = output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
             demo = "(...)" in cell.source  # a cell that shows the notice on purpose, check(...)
             assert demo or "not attempted yet" not in text, f"code cell {index}: a check reports 'not attempted' in the solution"
-            assert output.output_type != "error" or "raises-exception" in cell.metadata.get("tags", []), f"code cell {index} raised"
-            assert not re.search(r"<matplotlib\.\w+\.\w+ (at|object at) 0x", text), f"code cell {index} shows a matplotlib repr: end it with plt.show()"
+            assert output.output_type != "error" or "raises-exception" in cell.metadata.get("tags", []), (
+                f"code cell {index} raised"
+            )
+            assert not re.search(r"<matplotlib\.\w+\.\w+ (at|object at) 0x", text), (
+                f"code cell {index} shows a matplotlib repr: end it with plt.show()"
+            )
             assert "image/svg+xml" not in output.get("data", {}), f"code cell {index} has an SVG output (nbval cannot compare it)"
 
 
@@ -84,7 +90,7 @@ def test_student_notebook_has_no_solution_no_output_and_compiles(path):
             continue
         assert cell.outputs == [] and cell.execution_count is None, f"code cell {index} has outputs"
         compile(transform(cell.source), f"{path.name}[{index}]", "exec")
-        exercises += cell.source.count("NotImplementedError(\"Exercise") + cell.source.count("# YOUR ANSWER HERE")
+        exercises += cell.source.count('NotImplementedError("Exercise') + cell.source.count("# YOUR ANSWER HERE")
     assert exercises > 0, "a student notebook without any exercise"
 
 

@@ -9,15 +9,16 @@ import random
 import subprocess
 import sys
 
+import nbformat
 import numpy as np
 import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook, new_output
-import nbformat
 
 import helpers
 from helpers import ROOT
 from helpers.data import DataError, load_fixture
+from helpers.student import KERNELSPEC
 
 
 def test_setup_seeds_threads_and_prints_versions(capsys):
@@ -70,6 +71,7 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "python3 course.py test" in ci and "python3 course.py test" in readme and "python3 course.py lab" in readme
+    assert "python3 course.py setups" in readme  # how an instructor tests the other CPU set-ups
 
 
 def test_nbval_catches_a_number_that_drifted(tmp_path):
@@ -77,9 +79,9 @@ def test_nbval_catches_a_number_that_drifted(tmp_path):
     cell = new_code_cell("print(f'{0.25 * 3:.4f} after 12 epochs')", execution_count=1)
     cell.outputs = [new_output("stream", name="stdout", text="0.7000 after 12 epochs\n")]
     path = tmp_path / "drift.ipynb"
-    nbformat.write(new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}), path)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--nbval", "--nbval-current-env",
-           "--nbval-sanitize-with", str(ROOT / "tests" / "sanitize.cfg"), str(path)]
+    nbformat.write(new_notebook(cells=[cell], metadata={"kernelspec": KERNELSPEC}), path)
+    cmd = [sys.executable, *"-m pytest -q -p no:cacheprovider -p no:xdist --nbval --nbval-current-env".split()]
+    cmd += ["--nbval-sanitize-with", str(ROOT / "tests" / "sanitize.cfg"), str(path)]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 1, result.stdout[-2000:]
     assert "0.7500" in result.stdout and "0.7000" in result.stdout
@@ -90,4 +92,5 @@ def test_committed_fixtures_are_what_their_generator_writes(tmp_path):
     committed = sorted((ROOT / "data" / "fixtures").glob("*.json"))
     assert [p.name for p in committed] == sorted(p.name for p in tmp_path.glob("*.json"))
     for path in committed:
-        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from data/make_fixtures.py's output"
+        differs = f"{path.name} differs from data/make_fixtures.py's output"
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), differs

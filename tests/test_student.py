@@ -10,11 +10,11 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from helpers import ROOT
-from helpers.student import MarkerError, build, main, make_student_notebook, student_source
+from helpers.student import KERNELSPEC, MarkerError, build, main, make_student_notebook, student_source
 
 
 def _notebook(*cells):
-    return new_notebook(cells=list(cells), metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    return new_notebook(cells=list(cells), metadata={"kernelspec": KERNELSPEC})
 
 
 FUNCTION_CELL = '''def softmax(x, dim=-1):
@@ -81,7 +81,9 @@ def test_outputs_cleared_ids_kept_links_rewritten_input_untouched():
     code = new_code_cell(FUNCTION_CELL, id="ex-softmax", execution_count=3, outputs=[new_output("stream", text="hi\n")])
     code.metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
     code.metadata["tags"] = ["keep-me"]
-    md = new_markdown_cell("[Colab](https://colab.research.google.com/github/o/r/blob/main/notebooks/solutions/01_x.ipynb)", id="intro")
+    md = new_markdown_cell(
+        "[Colab](https://colab.research.google.com/github/o/r/blob/main/notebooks/solutions/01_x.ipynb)", id="intro"
+    )
     nb = _notebook(md, code)
     student = make_student_notebook(nb, "01_x.ipynb")
     assert [c.id for c in student.cells] == ["intro", "ex-softmax"]

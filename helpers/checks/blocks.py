@@ -1,10 +1,13 @@
 """Checks of notebook 06: encoder and decoder block forward passes.
 
-The student writes the forward pass of a post-LN block from its submodules
+The student writes the forward pass of a post-LN block (notebook 06) or of the
+pre-LN encoder block that notebooks 07 and 08 use, from its submodules
 (``block.self_attn``, ``block.cross_attn``, ``block.ff``, ``block.norm1``...);
 the check copies the block's weights into ``nn.TransformerEncoderLayer`` /
-``nn.TransformerDecoderLayer`` (``norm_first=False``, dropout 0) and compares
-on fresh random inputs, naming the typical mistakes.
+``nn.TransformerDecoderLayer`` (same ``norm_first``, dropout 0) and compares
+on fresh random inputs, naming the typical mistakes. Calling the block itself
+(``block(x, mask)``) is caught, and so is dropout left active (the block has
+dropout 0.1 and is in eval mode, so two calls must agree).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import copy
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention import causal_mask
@@ -22,9 +26,18 @@ from helpers.blocks import (
     copy_encoder_block_to_torch,
     randomise_layer_norms,
 )
-from helpers.checks._core import ExerciseFailed, call, expect_close, expect_tensor, exercise
+from helpers.checks._core import (
+    ExerciseFailed,
+    ShortcutUsed,
+    call,
+    exercise,
+    expect_close,
+    expect_deterministic,
+    expect_tensor,
+    forbid_forward,
+)
 
-__all__ = ["check_encoder_block_forward", "check_decoder_block_forward"]
+__all__ = ["check_encoder_block_forward", "check_decoder_block_forward", "check_pre_ln_encoder_block_forward"]
 
 D_MODEL, HEADS, D_FF = 12, 3, 20
 ATOL, RTOL = 1e-8, 1e-6
@@ -52,43 +65,155 @@ def _encoder_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> di
     wrong: dict[str, Tensor] = {
         "that is pre-LN (x + sublayer(norm(x))); this exercise is the original post-LN block: "
         "x = norm1(x + self_attn(x)), then norm2(x + ff(x))": (lambda p: p + ff(n2(p)))(x + sa(n1(x))),
-        "both residual connections are missing: add the sub-layer's input before each norm, norm1(x + self_attn(x))": n2(ff(n1(sa(x)))),
+        "both residual connections are missing: add the sub-layer's input before each norm, norm1(x + self_attn(x))": n2(
+            ff(n1(sa(x)))
+        ),
         "the residual connection around self-attention is missing: norm1(x + self_attn(x))": (lambda p: n2(p + ff(p)))(n1(sa(x))),
         "the residual connection around the feed-forward network is missing: norm2(h + ff(h))": n2(ff(h)),
         "the norm is applied to the sub-layer output only, before the residual addition (x + norm(sublayer(x))); "
         "post-LN normalises the sum: norm(x + sublayer(x))": (lambda p: p + n2(ff(p)))(x + n1(sa(x))),
-        "the norm is applied to the residual input only (norm(x) + sublayer(x)); post-LN normalises the sum: norm(x + sublayer(x))":
-            (lambda p: n2(p) + ff(p))(n1(x) + sa(x)),
-        "the feed-forward network has no activation between its two linear layers: use block.ff(h) (or relu after linear1)": n2(h + _ff_linear(block, h)),
+        "the norm is applied to the residual input only (norm(x) + sublayer(x)); post-LN normalises the sum: norm(x + sublayer(x))": (
+            lambda p: n2(p) + ff(p)
+        )(n1(x) + sa(x)),
+        "the feed-forward network has no activation between its two linear layers: use block.ff(h) (or relu after linear1)": n2(
+            h + _ff_linear(block, h)
+        ),
         "the final layer norm (norm2) is missing after the feed-forward residual": h + ff(h),
         "norm1 is used twice; the feed-forward sub-layer has its own norm, norm2": n1(h + ff(h)),
-        "the norms are swapped: norm1 belongs to self-attention, norm2 to the feed-forward network": (lambda p: n1(p + ff(p)))(n2(x + sa(x))),
-        "the feed-forward residual adds the block's input x instead of the attention sub-layer's output h: norm2(h + ff(h))": n2(x + ff(h)),
+        "the norms are swapped: norm1 belongs to self-attention, norm2 to the feed-forward network": (lambda p: n1(p + ff(p)))(
+            n2(x + sa(x))
+        ),
+        "the feed-forward residual adds the block's input x instead of the attention sub-layer's output h: norm2(h + ff(h))": n2(
+            x + ff(h)
+        ),
         "the feed-forward network reads the block's input x instead of the attention sub-layer's output h": n2(h + ff(x)),
-        "the sub-layers are in the wrong order: self-attention comes first, then the feed-forward network":
-            (lambda p: n2(p + sa(p)))(n1(x + ff(x))),
+        "the sub-layers are in the wrong order: self-attention comes first, then the feed-forward network": (
+            lambda p: n2(p + sa(p))
+        )(n1(x + ff(x))),
+        "the feed-forward network uses GELU; this block's activation is ReLU (the original paper): use block.ff(h), which applies it": n2(
+            h + block.ff.linear2(F.gelu(block.ff.linear1(h)))
+        ),
+        "a fresh layer norm (F.layer_norm, or a new nn.LayerNorm) is used in place of the block's norms: use block.norm1 and "
+        "block.norm2, whose gains and biases are learned": (lambda p: F.layer_norm(p + ff(p), p.shape[-1:]))(
+            F.layer_norm(x + sa(x), x.shape[-1:])
+        ),
+        "the sums are normalised over the batch and positions (batch norm); a layer norm normalises each token over its "
+        "features: use block.norm1 and block.norm2": (lambda p: _batch_norm(p + ff(p)))(_batch_norm(x + sa(x))),
     }
     if mask is not None:
         wrong["the mask is ignored: pass it to block.self_attn(x, x, x, mask)"] = (lambda p: n2(p + ff(p)))(n1(x + sa(x, None)))
-        wrong["the mask is inverted: True means *may attend*; pass it unchanged"] = (lambda p: n2(p + ff(p)))(n1(x + sa(x, ~mask)))
+        wrong["the mask is inverted: True means *may attend*; pass it unchanged"] = (lambda p: n2(p + ff(p)))(
+            n1(x + sa(x, ~mask))
+        )
         wrong["the mask is inverted: True means *may attend*; pass it unchanged (rows that may attend to nothing give NaN)"] = (
-            (lambda p: n2(p + ff(p)))(n1(x + sa(x, ~mask, True))))
+            lambda p: n2(p + ff(p))
+        )(n1(x + sa(x, ~mask, True)))
     return wrong
 
 
-@exercise("encoder block forward (post-LN)")
-def check_encoder_block_forward(encoder_block_forward) -> None:
-    """Check ``encoder_block_forward(block, x, mask=None) -> (batch, n, d_model)`` against ``nn.TransformerEncoderLayer``."""
-    block = EncoderBlock(D_MODEL, HEADS, D_FF, norm_first=False).double().eval()
+def _pre_ln_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
+    n1, n2, ff = block.norm1, block.norm2, block.ff
+    d = x.shape[-1]
+    sa = lambda h, m=mask, fused=False: _attn(block.self_attn, h, h, m, fused)  # noqa: E731
+    p = x + sa(n1(x))  # the attention half, right
+    tail = lambda q: q + ff(n2(q))  # noqa: E731
+    ff_by_hand = lambda h, act: block.ff.linear2(act(block.ff.linear1(h)))  # noqa: E731
+    other_act, other_name, act_name = (F.relu, "ReLU", "GELU") if block.ff.activation == "gelu" else (F.gelu, "GELU", "ReLU")
+    fresh = lambda h: F.layer_norm(h, (d,))  # noqa: E731
+    h_post = n1(x + sa(x))
+    wrong: dict[str, Tensor] = {
+        "that is post-LN (norm(x + sublayer(x))); this block is pre-LN: x = x + self_attn(norm1(x)), then x + ff(norm2(x))": n2(
+            h_post + ff(h_post)
+        ),
+        "the sum is normalised again after the residual addition (norm(x + sublayer(norm(x)))); in pre-LN the residual path "
+        "stays un-normalised: x = x + self_attn(norm1(x)), then x + ff(norm2(x))": (lambda q: n2(q + ff(n2(q))))(
+            n1(x + sa(n1(x)))
+        ),
+        "both residual connections are missing: x = x + self_attn(norm1(x)), then x + ff(norm2(x))": ff(n2(sa(n1(x)))),
+        "the residual connection around self-attention is missing: x = x + self_attn(norm1(x))": tail(sa(n1(x))),
+        "the residual connection around the feed-forward network is missing: return x + ff(norm2(x))": ff(n2(p)),
+        "the residual adds the normalised input; add the raw x: x + self_attn(norm1(x)), x + ff(norm2(x))": (
+            lambda q: n2(q) + ff(n2(q))
+        )(n1(x) + sa(n1(x))),
+        "the residual around self-attention adds the normalised input norm1(x); add the raw x: x + self_attn(norm1(x))": tail(
+            n1(x) + sa(n1(x))
+        ),
+        "the norm is computed once and reused for both sub-layers; the feed-forward network normalises the updated x "
+        "(after the attention residual) with its own norm: x + ff(norm2(x))": p + ff(n1(x)),
+        "the normalised input is reused by the feed-forward network; it must normalise the updated x with norm2: x + ff(norm2(x))": p
+        + ff(n2(x)),
+        "norm1 is used twice; the feed-forward sub-layer has its own norm, norm2": p + ff(n1(p)),
+        "the norms are swapped: norm1 belongs to self-attention, norm2 to the feed-forward network": (lambda q: q + ff(n1(q)))(
+            x + sa(n2(x))
+        ),
+        "the feed-forward network reads the un-normalised x: x + ff(norm2(x))": p + ff(p),
+        "self-attention reads the un-normalised x: x + self_attn(norm1(x))": tail(x + sa(x)),
+        "the queries are normalised but the keys and values read the raw x; normalise once, h = norm1(x), "
+        "then block.self_attn(h, h, h, mask)": tail(x + _attn(block.self_attn, n1(x), x, mask)),
+        "the sub-layers are in the wrong order: self-attention comes first, then the feed-forward network": (
+            lambda q: q + sa(n2(q))
+        )(x + ff(n1(x))),
+        "the sub-layers are in the wrong order (feed-forward first): self-attention comes first, then the feed-forward network": (
+            lambda q: q + sa(n1(q))
+        )(x + ff(n2(x))),
+        "a pre-LN block has no layer norm at its end (the model applies one final norm after the last block): return x + ff(norm2(x))": n2(
+            tail(p)
+        ),
+        "the feed-forward network has no activation between its two linear layers: use block.ff(h)": p + _ff_linear(block, n2(p)),
+        f"the feed-forward network uses {other_name}; this block's activation is {act_name}: use block.ff(h), which applies it": p
+        + ff_by_hand(n2(p), other_act),
+        "a fresh layer norm (F.layer_norm, or a new nn.LayerNorm) is used in place of the block's norms: use block.norm1 and "
+        "block.norm2, whose gains and biases are learned": (lambda q: q + ff(fresh(q)))(x + sa(fresh(x))),
+        "the inputs are normalised over the batch and positions (batch norm); a layer norm normalises each token over its "
+        "features: use block.norm1 and block.norm2": (lambda q: q + ff(_batch_norm(q)))(x + sa(_batch_norm(x))),
+    }
+    if mask is not None:
+        wrong["the mask is ignored: pass it to block.self_attn(h, h, h, mask)"] = tail(x + sa(n1(x), None))
+        wrong["the mask is inverted: True means *may attend*; pass it unchanged"] = tail(x + sa(n1(x), ~mask))
+        wrong["the mask is inverted: True means *may attend*; pass it unchanged (rows that may attend to nothing give NaN)"] = (
+            tail(x + sa(n1(x), ~mask, True))
+        )
+    return wrong
+
+
+def _batch_norm(h: Tensor) -> Tensor:
+    """What ``nn.BatchNorm1d(d)`` in training mode does to ``(batch, n, d)`` tokens (after the transposes it needs)."""
+    return (h - h.mean((0, 1), keepdim=True)) / torch.sqrt(h.var((0, 1), unbiased=False, keepdim=True) + 1e-5)
+
+
+_DROPOUT_HINT = (
+    "dropout is left active. F.dropout(h, p) drops at random even in eval mode (its default is training=True); "
+    "use the block's own modules (block.dropout1, block.dropout2, block.ff), which follow block.eval(), "
+    "or leave dropout out of the forward pass"
+)
+
+
+def _shortcut(what: str, call_text: str, parts: str) -> str:
+    return (
+        f"your {what} calls the block itself (`{call_text}` or `.forward`), which is the forward pass the exercise asks "
+        f"you to write; write its steps with the block's parts: {parts}"
+    )
+
+
+def _check_encoder(fn, norm_first: bool, activation: str, name: str) -> None:
+    """Both encoder exercises: the student's forward against ``nn.TransformerEncoderLayer`` with the same weights."""
+    block = EncoderBlock(D_MODEL, HEADS, D_FF, dropout=0.1, norm_first=norm_first, activation=activation).double().eval()
     randomise_layer_norms(block)
-    theirs = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64)
+    theirs = nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first, dtype=torch.float64
+    )
     copy_encoder_block_to_torch(block, theirs).eval()
+    mistakes_of = _pre_ln_mistakes if norm_first else _encoder_mistakes
+    shortcut = _shortcut(name, "block(x, mask)", "block.self_attn, block.norm1, block.ff, block.norm2")
     before = copy.deepcopy(block.state_dict())
     x = torch.randn(2, 5, D_MODEL, dtype=torch.float64)
     padding = torch.ones(2, 1, 5, dtype=torch.bool)
     padding[0, 0, 3:] = False  # the first sequence has 3 real tokens, 2 of padding
-    cases = [("no mask", None, None), ("a causal mask (5, 5)", causal_mask(5), ~causal_mask(5)),
-             ("a padding mask (2, 1, 5)", padding, None)]
+    cases = [
+        ("no mask", None, None),
+        ("a causal mask (5, 5)", causal_mask(5), ~causal_mask(5)),
+        ("a padding mask (2, 1, 5)", padding, None),
+    ]
     for label, mask, torch_mask in cases:
         with torch.no_grad():
             if label.startswith("a padding"):
@@ -96,16 +221,50 @@ def check_encoder_block_forward(encoder_block_forward) -> None:
             else:
                 expected = theirs(x, src_mask=torch_mask)
             args = (block, x.clone()) if mask is None else (block, x.clone(), mask.clone())  # clones: in-place edits stay local
-            out = call(encoder_block_forward, *args, what=f"x of shape (2, 5, {D_MODEL}) and {label}", inplace_ok=True)
-            out = expect_tensor(out, "the output")
+            what = f"x of shape (2, 5, {D_MODEL}) and {label}"
+            with forbid_forward(block, shortcut):
+                out = call(fn, *args, what=what, inplace_ok=True)
+                out = expect_tensor(out, "the output")
+                again = call(
+                    fn, *((block, x.clone()) if mask is None else (block, x.clone(), mask.clone())), what=what, inplace_ok=True
+                )
+            if any(m.training for m in block.modules()):
+                raise ExerciseFailed(
+                    f"your {name} switched the block to training mode (block.train()); a forward pass "
+                    "leaves the mode as the caller set it"
+                )
+            expect_deterministic(out, again, "the output", _DROPOUT_HINT)
             if label.startswith("a padding"):  # padded query rows are meaningless: compare the real tokens
                 keep = padding[:, 0, :, None].expand_as(expected)
-                out_cmp, expected_cmp = out.masked_fill(~keep, 0.0) if out.shape == expected.shape else out, expected.masked_fill(~keep, 0.0)
-                mistakes = {m: w.masked_fill(~keep, 0.0) for m, w in _encoder_mistakes(block, x, mask).items()}
+                out_cmp, expected_cmp = (
+                    out.masked_fill(~keep, 0.0) if out.shape == expected.shape else out,
+                    expected.masked_fill(~keep, 0.0),
+                )
+                mistakes = {m: w.masked_fill(~keep, 0.0) for m, w in mistakes_of(block, x, mask).items()}
             else:
-                out_cmp, expected_cmp, mistakes = out, expected, _encoder_mistakes(block, x, mask)
+                out_cmp, expected_cmp, mistakes = out, expected, mistakes_of(block, x, mask)
             expect_close(out_cmp, expected_cmp, f"the output with {label}", atol=ATOL, rtol=RTOL, mistakes=mistakes)
-    _same_params(before, block, "encoder_block_forward")
+    _same_params(before, block, name)
+
+
+@exercise("encoder block forward (post-LN)")
+def check_encoder_block_forward(encoder_block_forward) -> None:
+    """Check ``encoder_block_forward(block, x, mask=None) -> (batch, n, d_model)`` against ``nn.TransformerEncoderLayer``.
+
+    The block is post-LN (``norm_first=False``) with ReLU, as in notebook 06.
+    """
+    _check_encoder(encoder_block_forward, norm_first=False, activation="relu", name="encoder_block_forward")
+
+
+@exercise("pre-LN encoder block forward")
+def check_pre_ln_encoder_block_forward(pre_ln_encoder_block_forward) -> None:
+    """Check ``pre_ln_encoder_block_forward(block, x, mask=None) -> (batch, n, d_model)``.
+
+    The block is ``helpers.blocks.EncoderBlock(..., norm_first=True, activation="gelu")``, the block of
+    notebooks 07 and 08: ``x = x + self_attn(norm1(x))``, then ``x + ff(norm2(x))``; compared with
+    ``nn.TransformerEncoderLayer(norm_first=True)`` holding the same weights.
+    """
+    _check_encoder(pre_ln_encoder_block_forward, norm_first=True, activation="gelu", name="pre_ln_encoder_block_forward")
 
 
 def _decoder_mistakes(block: DecoderBlock, x: Tensor, memory: Tensor, mask: Tensor) -> dict[str, Tensor]:
@@ -117,54 +276,108 @@ def _decoder_mistakes(block: DecoderBlock, x: Tensor, memory: Tensor, mask: Tens
     tail = lambda p: n3(p + ff(p))  # noqa: E731
     wrong: dict[str, Tensor] = {
         "cross-attention uses the decoder state as keys and values (that is a second self-attention); "
-        "keys and values come from the encoder output: block.cross_attn(h, memory, memory)": tail(n2(h1 + _attn(block.cross_attn, h1, h1, None))),
-        "the causal mask is missing in the masked self-attention: pass tgt_mask to block.self_attn": tail(n2((lambda p: p + ca(p))(n1(x + sa(x, None))))),
-        "the mask is inverted: True means *may attend*; pass tgt_mask unchanged": tail(n2((lambda p: p + ca(p))(n1(x + sa(x, ~mask))))),
-        "the mask is inverted: True means *may attend*; pass tgt_mask unchanged (rows that may attend to nothing give NaN)":
-            tail(n2((lambda p: p + ca(p))(n1(x + sa(x, ~mask, fused=True))))),
-        "the sub-layers are in the wrong order: masked self-attention, then cross-attention, then the feed-forward network":
-            tail(n2((lambda p: p + sa(p))(n1(x + ca(x))))),
+        "keys and values come from the encoder output: block.cross_attn(h, memory, memory)": tail(
+            n2(h1 + _attn(block.cross_attn, h1, h1, None))
+        ),
+        "the causal mask is missing in the masked self-attention: pass tgt_mask to block.self_attn": tail(
+            n2((lambda p: p + ca(p))(n1(x + sa(x, None))))
+        ),
+        "the mask is inverted: True means *may attend*; pass tgt_mask unchanged": tail(
+            n2((lambda p: p + ca(p))(n1(x + sa(x, ~mask))))
+        ),
+        "the mask is inverted: True means *may attend*; pass tgt_mask unchanged (rows that may attend to nothing give NaN)": tail(
+            n2((lambda p: p + ca(p))(n1(x + sa(x, ~mask, fused=True))))
+        ),
+        "the sub-layers are in the wrong order: masked self-attention, then cross-attention, then the feed-forward network": tail(
+            n2((lambda p: p + sa(p))(n1(x + ca(x))))
+        ),
         "that is pre-LN (x + sublayer(norm(x))); this exercise is the post-LN block: norm1(x + self_attn(x)), "
-        "norm2(h + cross_attn(h, memory)), norm3(h + ff(h))":
-            (lambda p: p + ff(n3(p)))((lambda p: p + ca(n2(p)))(x + sa(n1(x)))),
+        "norm2(h + cross_attn(h, memory)), norm3(h + ff(h))": (lambda p: p + ff(n3(p)))((lambda p: p + ca(n2(p)))(x + sa(n1(x)))),
         "the residual connections are missing: add each sub-layer's input before its norm": n3(ff(n2(ca(n1(sa(x)))))),
         "the residual connection around cross-attention is missing: norm2(h + cross_attn(h, memory))": tail(n2(ca(h1))),
-        "the residual connection around self-attention is missing: norm1(x + self_attn(x))": tail(n2((lambda p: p + ca(p))(n1(sa(x))))),
+        "the residual connection around self-attention is missing: norm1(x + self_attn(x))": tail(
+            n2((lambda p: p + ca(p))(n1(sa(x))))
+        ),
         "cross-attention reads the block's input x instead of the self-attention sub-layer's output": tail(n2(h1 + ca(x))),
         "the cross-attention sub-layer is missing (memory is never used)": tail(h1),
-        "cross-attention uses block.self_attn's weights; use block.cross_attn": tail(n2(h1 + _attn(block.self_attn, h1, memory, None))),
-        "self-attention uses block.cross_attn's weights; use block.self_attn": tail(n2((lambda p: p + ca(p))(n1(x + sa(x, mha=block.cross_attn))))),
-        "the self- and cross-attention modules are swapped": tail(n2((lambda p: p + _attn(block.self_attn, p, memory, None))(n1(x + sa(x, mha=block.cross_attn))))),
-        "the feed-forward network has no activation between its two linear layers: use block.ff(h)": n3(h2 + _ff_linear(block, h2)),
+        "cross-attention uses block.self_attn's weights; use block.cross_attn": tail(
+            n2(h1 + _attn(block.self_attn, h1, memory, None))
+        ),
+        "self-attention uses block.cross_attn's weights; use block.self_attn": tail(
+            n2((lambda p: p + ca(p))(n1(x + sa(x, mha=block.cross_attn))))
+        ),
+        "the self- and cross-attention modules are swapped": tail(
+            n2((lambda p: p + _attn(block.self_attn, p, memory, None))(n1(x + sa(x, mha=block.cross_attn))))
+        ),
+        "the feed-forward network has no activation between its two linear layers: use block.ff(h)": n3(
+            h2 + _ff_linear(block, h2)
+        ),
         "the final layer norm (norm3) is missing": h2 + ff(h2),
-        "the norms are in the wrong order: norm1 after self-attention, norm2 after cross-attention, norm3 after the feed-forward network":
-            (lambda p: n1(p + ff(p)))(n3((lambda p: p + ca(p))(n2(x + sa(x))))),
+        "the residual connection around the feed-forward network is missing: norm3(h + ff(h))": n3(ff(h2)),
+        "the feed-forward network uses GELU; this block's activation is ReLU (the original paper): use block.ff(h), which applies it": n3(
+            h2 + block.ff.linear2(F.gelu(block.ff.linear1(h2)))
+        ),
+        "a fresh layer norm (F.layer_norm, or a new nn.LayerNorm) is used in place of the block's norms: use block.norm1, "
+        "block.norm2 and block.norm3, whose gains and biases are learned": _decoder_with_norm(
+            block, x, memory, mask, lambda h: F.layer_norm(h, h.shape[-1:])
+        ),
+        "the sums are normalised over the batch and positions (batch norm); a layer norm normalises each token over its "
+        "features: use block.norm1, block.norm2 and block.norm3": _decoder_with_norm(block, x, memory, mask, _batch_norm),
+        "the norms are in the wrong order: norm1 after self-attention, norm2 after cross-attention, norm3 after the feed-forward network": (
+            lambda p: n1(p + ff(p))
+        )(n3((lambda p: p + ca(p))(n2(x + sa(x))))),
     }
     return wrong
+
+
+def _decoder_with_norm(block: DecoderBlock, x: Tensor, memory: Tensor, mask: Tensor, norm) -> Tensor:
+    h = norm(x + _attn(block.self_attn, x, x, mask))
+    h = norm(h + _attn(block.cross_attn, h, memory, None))
+    return norm(h + block.ff(h))
 
 
 @exercise("decoder block forward (post-LN)")
 def check_decoder_block_forward(decoder_block_forward) -> None:
     """Check ``decoder_block_forward(block, x, memory, tgt_mask) -> (batch, n, d_model)`` against ``nn.TransformerDecoderLayer``."""
-    block = DecoderBlock(D_MODEL, HEADS, D_FF, norm_first=False).double().eval()
+    block = DecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.1, norm_first=False).double().eval()
     randomise_layer_norms(block)
-    theirs = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64)
+    theirs = nn.TransformerDecoderLayer(
+        D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True, norm_first=False, dtype=torch.float64
+    )
     copy_decoder_block_to_torch(block, theirs).eval()
     before = copy.deepcopy(block.state_dict())
     n, m = 4, 6
     x, memory = torch.randn(2, n, D_MODEL, dtype=torch.float64), torch.randn(2, m, D_MODEL, dtype=torch.float64)
     mask = causal_mask(n)
     label = f"x (2, {n}, {D_MODEL}), memory (2, {m}, {D_MODEL}) and tgt_mask = causal_mask({n})"
+    shortcut = _shortcut(
+        "decoder_block_forward",
+        "block(x, memory, tgt_mask)",
+        "block.self_attn, block.norm1, block.cross_attn, block.norm2, block.ff, block.norm3",
+    )
+
+    def student(x_in: Tensor) -> Tensor:
+        with forbid_forward(block, shortcut):
+            try:
+                return call(decoder_block_forward, block, x_in.clone(), memory.clone(), mask.clone(), what=label, inplace_ok=True)
+            except ShortcutUsed:
+                raise
+            except ExerciseFailed as err:
+                if any(word in str(err) for word in ("size", "shape", "match")):
+                    raise ExerciseFailed(
+                        f"{err}. Here the target has {n} tokens and memory {m}. If you passed tgt_mask to the "
+                        f"cross-attention: it is ({n}, {n}), but the cross-attention scores are ({n}, {m}); tgt_mask "
+                        "belongs to the masked self-attention only. If the keys or values of the cross-attention "
+                        "come from the decoder state: both come from memory, block.cross_attn(h, memory, memory)"
+                    ) from None
+                raise
+
     with torch.no_grad():
         expected = theirs(x, memory, tgt_mask=~mask)
-        try:
-            out = call(decoder_block_forward, block, x.clone(), memory.clone(), mask.clone(), what=label, inplace_ok=True)
-        except ExerciseFailed as err:
-            if any(word in str(err) for word in ("size", "shape", "match")):
-                raise ExerciseFailed(f"{err}. If you passed tgt_mask to the cross-attention: it is ({n}, {n}), but the cross-attention "
-                                     f"scores are ({n}, {m}); tgt_mask belongs to the masked self-attention only") from None
-            raise
-        out = expect_tensor(out, "the output")
+        out = expect_tensor(student(x), "the output")
+        expect_deterministic(
+            out, student(x), "the output", _DROPOUT_HINT.replace("block.dropout2", "block.dropout2, block.dropout3")
+        )
         if out.dim() == 3 and out.shape[1] == m and out.shape[1] != n:
             raise ExerciseFailed(
                 f"the output has shape {tuple(out.shape)}: one row per encoder position (memory has {m}). In cross-attention the "
@@ -174,7 +387,9 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
         # causality, stated on its own: a future target token must not change earlier outputs
         changed = x.clone()
         changed[:, 2] += 3.0
-        out_changed = expect_tensor(call(decoder_block_forward, block, changed, memory.clone(), mask.clone(), what=label, inplace_ok=True), "the output")
+        out_changed = expect_tensor(student(changed), "the output")
         if not torch.allclose(out[:, :2], out_changed[:, :2], atol=1e-9):
-            raise ExerciseFailed("changing target token 2 changed the outputs at positions 0 and 1: the causal mask is not applied")
+            raise ExerciseFailed(
+                "changing target token 2 changed the outputs at positions 0 and 1: the causal mask is not applied"
+            )
     _same_params(before, block, "decoder_block_forward")

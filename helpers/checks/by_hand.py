@@ -18,13 +18,11 @@ from torch import Tensor
 from helpers.checks._core import (
     ExerciseFailed,
     call,
+    exercise,
     expect_close,
     expect_equal_answer,
-    exercise,
     require_attempt,
 )
-
-from helpers.attention import qkv_projections, score_matrix  # noqa: E402  (the references)
 
 __all__ = ["check_projections", "check_scores", "check_spot_the_mistakes"]
 
@@ -47,6 +45,8 @@ def _call_with_hint(fn: Callable[..., Any], *args: Any, what: str, hint: str, **
         return call(fn, *args, what=what, **kwargs)
     except ExerciseFailed as err:
         message = str(err)
+        if "The cause is the type" in message or "return_types" in message:
+            raise
         if "raised" in message and any(s in message for s in _MATMUL_ERRORS):
             raise ExerciseFailed(f"{message}. Hint: {hint}") from None
         raise
@@ -71,7 +71,8 @@ def _projection_mistakes(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> di
             f"Q {transposed}": t(Q),
             "Q was computed with W_k: the queries come from W_q": K,
             "Q was computed with W_v: the queries come from W_q": V,
-            "Q is divided by sqrt(d_k): the projection is only X @ W_q; the 1/sqrt(d_k) scale belongs to the scores": Q / math.sqrt(d_k),
+            "Q is divided by sqrt(d_k): the projection is only X @ W_q; the 1/sqrt(d_k) scale belongs to the scores": Q
+            / math.sqrt(d_k),
             "Q is the input X itself: project it, Q = X @ W_q": X,
         },
         "K": {
@@ -79,7 +80,8 @@ def _projection_mistakes(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> di
             "transpose it in the score step": t(K),
             "K was computed with W_q: the keys come from W_k": Q,
             "K was computed with W_v: the keys come from W_k": V,
-            "K is divided by sqrt(d_k): the projection is only X @ W_k; the 1/sqrt(d_k) scale belongs to the scores": K / math.sqrt(d_k),
+            "K is divided by sqrt(d_k): the projection is only X @ W_k; the 1/sqrt(d_k) scale belongs to the scores": K
+            / math.sqrt(d_k),
             "K is the input X itself: project it, K = X @ W_k": X,
         },
         "V": {
@@ -109,11 +111,15 @@ def check_projections(project) -> None:
         result = _call_with_hint(project, *args, what=label, hint=_PROJECTION_HINT)
         if not (isinstance(result, (tuple, list)) and len(result) == 3):
             raise ExerciseFailed(f"with {label}: return the three projections as a tuple (Q, K, V), got {type(result).__name__}")
-        Q, K, V = (_as_tensor(r, name) for r, name in zip(result, "QKV"))
+        Q, K, V = (_as_tensor(r, name) for r, name in zip(result, "QKV", strict=True))
         expected = {"Q": X @ W_q, "K": X @ W_k, "V": X @ W_v}
         got = {"Q": Q, "K": K, "V": V}
-        if all(g.shape == e.shape for g, e in zip((Q, V, K), expected.values())) and torch.allclose(Q.double(), expected["Q"]) \
-                and torch.allclose(K.double(), expected["V"]) and torch.allclose(V.double(), expected["K"]):
+        if (
+            all(g.shape == e.shape for g, e in zip((Q, V, K), expected.values(), strict=True))
+            and torch.allclose(Q.double(), expected["Q"])
+            and torch.allclose(K.double(), expected["V"])
+            and torch.allclose(V.double(), expected["K"])
+        ):
             raise ExerciseFailed(f"with {label}: K and V are swapped: return (Q, K, V) in this order")
         mistakes = _projection_mistakes(X, W_q, W_k, W_v)
         for name in "QKV":
@@ -137,15 +143,19 @@ def _score_mistakes(Q: Tensor, K: Tensor, scale: bool) -> dict[str, Tensor]:
         "the scores are transposed: rows must be queries and columns keys, Q @ K^T, not K @ Q^T": right.swapaxes(-2, -1),
         "the scores are divided by d_k; divide by sqrt(d_k)": raw / d_k,
         "the scores are multiplied by sqrt(d_k); divide by it": raw * math.sqrt(d_k),
-        "the scores are divided by the square root of the number of keys; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw / math.sqrt(m),
-        "the scores are divided by the square root of the number of queries; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw / math.sqrt(n),
+        "the scores are divided by the square root of the number of keys; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw
+        / math.sqrt(m),
+        "the scores are divided by the square root of the number of queries; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw
+        / math.sqrt(n),
         "softmax was applied: this function returns the scores, before softmax": torch.softmax(right, -1),
         "softmax (over the keys) of the scores was applied: return the scores themselves": torch.softmax(raw, -1),
     }
     if scale:
         mistakes["with scale=True the scores are not divided by sqrt(d_k) (the missing 1/sqrt(d_k) scale)"] = raw
     else:
-        mistakes["with scale=False the scores are still divided by sqrt(d_k): scale=False means plain dot products Q @ K^T"] = raw / math.sqrt(d_k)
+        mistakes["with scale=False the scores are still divided by sqrt(d_k): scale=False means plain dot products Q @ K^T"] = (
+            raw / math.sqrt(d_k)
+        )
     return mistakes
 
 
@@ -169,11 +179,18 @@ def check_scores(scores_fn) -> None:
             expected = raw / math.sqrt(d_k) if scale else raw
             expect_close(out, expected, f"scores with {what}", atol=1e-10, rtol=1e-8, mistakes=_score_mistakes(Q, K, scale))
         out = _call_with_hint(scores_fn, *args, what=f"{label} and no scale argument", hint=_SCORES_HINT)
-        expect_close(_as_tensor(out, "the scores"), raw / math.sqrt(d_k), f"scores with {label} and the default scale",
-                     atol=1e-10, rtol=1e-8, mistakes={"the default should be scale=True (a transformer divides by sqrt(d_k))": raw})
+        expect_close(
+            _as_tensor(out, "the scores"),
+            raw / math.sqrt(d_k),
+            f"scores with {label} and the default scale",
+            atol=1e-10,
+            rtol=1e-8,
+            mistakes={"the default should be scale=True (a transformer divides by sqrt(d_k))": raw},
+        )
 
 
 # ---------------------------------------------------------------- spot the mistakes
+
 
 def _flawed_facts() -> dict[str, Any]:
     """What the flawed hand solution of notebook 02 gets wrong, computed from the fixtures."""
@@ -190,9 +207,16 @@ def _flawed_facts() -> dict[str, Any]:
     e = np.exp(S_hand - S_hand.max(1, keepdims=True))
     soft = e / e.sum(1, keepdims=True)
     dropped = float(soft[W_hand == 0].max())
-    return {"q_entry": q_entry, "k_row": k_row, "scale_used": scale_used, "dropped": dropped,
-            "shape": (X.shape[0], np.array(example["W_V"]).shape[1]), "d_k": Q.shape[1], "soft": soft,
-            "hand_weights": W_hand}
+    return {
+        "q_entry": q_entry,
+        "k_row": k_row,
+        "scale_used": scale_used,
+        "dropped": dropped,
+        "shape": (X.shape[0], np.array(example["W_V"]).shape[1]),
+        "d_k": Q.shape[1],
+        "soft": soft,
+        "hand_weights": W_hand,
+    }
 
 
 def _plain(answer: object) -> object:
@@ -208,23 +232,71 @@ def _plain(answer: object) -> object:
     return answer
 
 
+def _index(answer: object) -> object:
+    """An index as the student may compute it -> a plain int or tuple of ints.
+
+    ``np.argwhere(mask)`` finding one entry gives ``[[r, c]]`` (or ``[[k]]``), ``np.where(mask)`` gives
+    ``(array([r]), array([c]))`` (or ``(array([k]),)``): both are accepted as that one index.
+    """
+    a = _plain(answer)
+    if isinstance(a, tuple) and a and all(isinstance(x, tuple) and len(x) == 1 for x in a):
+        a = tuple(x[0] for x in a)  # np.where: one array per axis, each holding one index
+    while isinstance(a, tuple) and len(a) == 1 and isinstance(a[0], tuple):
+        a = a[0]  # np.argwhere: one row holding the index
+    return a
+
+
+def _several(answer: object) -> bool:
+    """True for an np.argwhere / np.where result that found more than one entry."""
+    return isinstance(answer, tuple) and len(answer) > 0 and all(isinstance(x, tuple) for x in answer)
+
+
 @exercise("spot the mistakes")
 def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, largest_dropped_weight, output_shape) -> None:
     """Check the five findings about the flawed hand solution of notebook 02 (0-based indices)."""
     facts = _flawed_facts()
-    slipped_q_entry, miscopied_k_row, output_shape = (_plain(a) for a in (slipped_q_entry, miscopied_k_row, output_shape))
+    require_attempt(slipped_q_entry, "slipped_q_entry")
+    require_attempt(miscopied_k_row, "miscopied_k_row")
+    slipped_q_entry, miscopied_k_row = _index(slipped_q_entry), _index(miscopied_k_row)
+    output_shape = _plain(output_shape)
     if isinstance(miscopied_k_row, tuple) and len(miscopied_k_row) == 1:
         miscopied_k_row = miscopied_k_row[0]
     r, c = facts["q_entry"]
-    expect_equal_answer(slipped_q_entry, (r, c), "slipped_q_entry (row, column) of Q", hints={
-        (c, r): "that is (column, row): a row of Q is a token, a column is a feature",
-        (r + 1, c + 1): "Python counts from 0: the first token is row 0",
-    })
+    if _several(slipped_q_entry):
+        raise ExerciseFailed(
+            f"slipped_q_entry: {slipped_q_entry!r} lists several entries (np.where gives one array per axis, np.argwhere one row "
+            "per entry); exactly one entry of Q has a slipped sign: compare Q_hand with your Q using np.isclose, and give that "
+            "one (row, column) pair, e.g. tuple(np.argwhere(...)[0]); a single-entry result of np.argwhere or np.where is fine as it is"
+        )
+    if _several(miscopied_k_row) or (isinstance(miscopied_k_row, tuple) and len(miscopied_k_row) > 1):
+        rows = sorted({x[0] for x in miscopied_k_row if isinstance(x, tuple) and x}) if _several(miscopied_k_row) else None
+        which = f" (all in row {rows[0]})" if rows is not None and len(rows) == 1 else ""
+        raise ExerciseFailed(
+            f"miscopied_k_row: {miscopied_k_row!r} is not one row number: it lists several indices{which}. Give the row as an int: "
+            "reduce the comparison over each row first, e.g. np.argwhere(~np.isclose(K_hand, X @ W_K).all(axis=1)), "
+            "which finds one row (and is accepted as it is)"
+        )
+    expect_equal_answer(
+        slipped_q_entry,
+        (r, c),
+        "slipped_q_entry (row, column) of Q",
+        hints={
+            (c, r): "that is (column, row): a row of Q is a token, a column is a feature",
+            (r + 1, c + 1): "Python counts from 0: the first token is row 0",
+        },
+    )
     k = facts["k_row"]
     hints_k = {k + 1: "Python counts from 0: the first key is row 0"}
-    hints_k.update({j: f"row {j} of K is x{j + 1} @ W_K, as it should be; compare every row of the hand K with X @ W_K"
-                    for j in range(3) if j != k})
-    expect_equal_answer(miscopied_k_row, k, "miscopied_k_row (the row of K computed with a differently copied W_K)", hints=hints_k)
+    hints_k.update(
+        {
+            j: f"row {j} of K is x{j + 1} @ W_K, as it should be; compare every row of the hand K with X @ W_K"
+            for j in range(3)
+            if j != k
+        }
+    )
+    expect_equal_answer(
+        miscopied_k_row, k, "miscopied_k_row (the row of K computed with a differently copied W_K)", hints=hints_k
+    )
     require_attempt(scale_used, "scale_used")
     sqrt_dk = math.sqrt(facts["d_k"])
     try:
@@ -235,11 +307,17 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
         if math.isnan(value):
             raise ExerciseFailed("scale_used is nan: one hand score is 0, and 0 / 0 is nan; divide only where scores_hand != 0")
         if math.isclose(value, sqrt_dk, rel_tol=1e-3):
-            raise ExerciseFailed("scale_used: sqrt(d_k) is what the formula *says*; divide the hand solution's own Q_hand @ K_hand.T "
-                                 "by its score matrix to see what its numbers were really divided by")
+            raise ExerciseFailed(
+                "scale_used: sqrt(d_k) is what the formula *says*; divide the hand solution's own Q_hand @ K_hand.T "
+                "by its score matrix to see what its numbers were really divided by"
+            )
         if math.isclose(value, facts["d_k"], rel_tol=1e-3) or math.isclose(value, 1 / sqrt_dk, rel_tol=1e-3):
-            raise ExerciseFailed(f"scale_used: {value:.4g} is not it; compare the hand scores with Q_hand @ K_hand.T entry by entry")
-        raise ExerciseFailed(f"scale_used: {value:.4g} is not right; the ratio (Q_hand @ K_hand.T) / scores is the same in every entry")
+            raise ExerciseFailed(
+                f"scale_used: {value:.4g} is not it; compare the hand scores with Q_hand @ K_hand.T entry by entry"
+            )
+        raise ExerciseFailed(
+            f"scale_used: {value:.4g} is not right; the ratio (Q_hand @ K_hand.T) / scores is the same in every entry"
+        )
     require_attempt(largest_dropped_weight, "largest_dropped_weight")
     try:
         dropped = float(largest_dropped_weight)
@@ -248,13 +326,26 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
     if not math.isclose(dropped, facts["dropped"], abs_tol=5e-5):
         soft = facts["soft"]
         if math.isclose(dropped, float(soft.max()), abs_tol=5e-5) or math.isclose(dropped, 1.0, abs_tol=5e-5):
-            raise ExerciseFailed("largest_dropped_weight: that is a weight the rounding turned into 1; look at the entries it set to 0")
+            raise ExerciseFailed(
+                "largest_dropped_weight: that is a weight the rounding turned into 1; look at the entries it set to 0"
+            )
         if math.isclose(dropped, float(soft[facts["hand_weights"] == 0].sum()), abs_tol=5e-5):
-            raise ExerciseFailed("largest_dropped_weight: that is the sum of all the weights set to 0; give the largest single one")
-        raise ExerciseFailed(f"largest_dropped_weight: {dropped:.4f} is not right; apply softmax to each row of the hand scores "
-                             "(as written) and take the largest value where the hand weights are 0")
-    expect_equal_answer(output_shape, facts["shape"], "output_shape (the shape of the self-attention output)", hints={
-        (facts["shape"][1],): "that is the shape of the hand solution's single vector; every query (token) gets its own output row",
-        tuple(reversed(facts["shape"])): "rows are tokens: (number of queries, d_v)",
-        (facts["shape"][0],): "each output row is a vector of size d_v, not a number",
-    })
+            raise ExerciseFailed(
+                "largest_dropped_weight: that is the sum of all the weights set to 0; give the largest single one"
+            )
+        raise ExerciseFailed(
+            f"largest_dropped_weight: {dropped:.4f} is not right; apply softmax to each row of the hand scores "
+            "(as written) and take the largest value where the hand weights are 0"
+        )
+    expect_equal_answer(
+        output_shape,
+        facts["shape"],
+        "output_shape (the shape of the self-attention output)",
+        hints={
+            (
+                facts["shape"][1],
+            ): "that is the shape of the hand solution's single vector; every query (token) gets its own output row",
+            tuple(reversed(facts["shape"])): "rows are tokens: (number of queries, d_v)",
+            (facts["shape"][0],): "each output row is a vector of size d_v, not a number",
+        },
+    )

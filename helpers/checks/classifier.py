@@ -14,7 +14,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.checks._core import ExerciseFailed, call, expect_close, expect_tensor, exercise, require_attempt
+from helpers.checks._core import (
+    ExerciseFailed,
+    call,
+    exercise,
+    expect_close,
+    expect_deterministic,
+    expect_tensor,
+    forbid_forward,
+    require_attempt,
+)
 from helpers.models.classifier import TransformerClassifier
 
 __all__ = ["check_patch_embedding", "check_classifier_forward", "check_train_step"]
@@ -33,13 +42,21 @@ def _patch_mistakes(x: Tensor, proj: nn.Linear, p: int, s: int) -> dict[str, Ten
     n = (x.shape[1] - p) // s + 1
     good = x.unfold(1, p, s)  # (batch, n, p)
     return {
-        f"the stride is ignored: patches start at every sample (step 1) instead of every {s}th; use x.unfold(1, patch_size, stride)": proj(x.unfold(1, p, 1)),
-        f"the patches do not overlap (step = patch_size = {p}); consecutive patches start `stride` = {s} samples apart": proj(x.unfold(1, p, p)),
+        f"the stride is ignored: patches start at every sample (step 1) instead of every {s}th; use x.unfold(1, patch_size, stride)": proj(
+            x.unfold(1, p, 1)
+        ),
+        f"the patches do not overlap (step = patch_size = {p}); consecutive patches start `stride` = {s} samples apart": proj(
+            x.unfold(1, p, p)
+        ),
         "the patches are not projected: apply self.proj (nn.Linear(patch_size, d_model)) to each patch": good,
         "the projection's bias is missing: use self.proj(patches), not only its weight": good @ proj.weight.T,
-        f"one patch short: a signal of length {x.shape[1]} holds (length - patch_size) // stride + 1 = {n} patches, the last one included": proj(good[:, :-1]),
+        f"one patch short: a signal of length {x.shape[1]} holds (length - patch_size) // stride + 1 = {n} patches, the last one included": proj(
+            good[:, :-1]
+        ),
         "the output is transposed: return (batch, num_patches, d_model)": proj(good).transpose(1, 2),
-        "each patch is reversed in time (flip): keep the samples in order, x[:, i*stride : i*stride + patch_size]": proj(good.flip(-1)),
+        "each patch is reversed in time (flip): keep the samples in order, x[:, i*stride : i*stride + patch_size]": proj(
+            good.flip(-1)
+        ),
     }
 
 
@@ -52,7 +69,9 @@ def check_patch_embedding(PatchEmbedding) -> None:
         module = call(PatchEmbedding, p, s, d, what=f"patch_size={p}, stride={s}, d_model={d}")
         proj = getattr(module, "proj", None)
         if not isinstance(proj, nn.Linear):
-            raise ExerciseFailed(f"{label} has no attribute `proj` holding an nn.Linear; create self.proj = nn.Linear(patch_size, d_model) in __init__")
+            raise ExerciseFailed(
+                f"{label} has no attribute `proj` holding an nn.Linear; create self.proj = nn.Linear(patch_size, d_model) in __init__"
+            )
         if (proj.in_features, proj.out_features) != (p, d):
             raise ExerciseFailed(
                 f"{label}.proj is nn.Linear({proj.in_features}, {proj.out_features}); it maps one patch of {p} samples "
@@ -65,20 +84,42 @@ def check_patch_embedding(PatchEmbedding) -> None:
                 out = call(module, x.clone(), what=f"x of shape ({batch}, {length})")
             except ExerciseFailed as err:
                 if "cannot be multiplied" in str(err):
-                    raise ExerciseFailed(f"{err}. The patches do not have patch_size = {p} samples: x.unfold(1, size, step) takes "
-                                         "the window size first and the step second") from None
+                    raise ExerciseFailed(
+                        f"{err}. The patches do not have patch_size = {p} samples: x.unfold(1, size, step) takes "
+                        "the window size first and the step second"
+                    ) from None
                 raise
             expected = _patch_reference(x, proj, p, s)
-            expect_close(out, expected, f"{label}(x) with x ({batch}, {length})", atol=1e-10, rtol=1e-8,
-                         mistakes=_patch_mistakes(x, proj, p, s))
+            expect_close(
+                out,
+                expected,
+                f"{label}(x) with x ({batch}, {length})",
+                atol=1e-10,
+                rtol=1e-8,
+                mistakes=_patch_mistakes(x, proj, p, s),
+            )
 
 
 # ---------------------------------------------------------------- forward pass
 
 
 def _small_classifier(pooling: str = "cls") -> TransformerClassifier:
-    model = TransformerClassifier(length=20, num_classes=4, patch_size=5, stride=3, d_model=12, num_heads=3,
-                                  num_layers=2, d_ff=20, dropout=0.0, pooling=pooling).double().eval()
+    model = (
+        TransformerClassifier(
+            length=20,
+            num_classes=4,
+            patch_size=5,
+            stride=3,
+            d_model=12,
+            num_heads=3,
+            num_layers=2,
+            d_ff=20,
+            dropout=0.1,
+            pooling=pooling,
+        )
+        .double()
+        .eval()
+    )
     with torch.no_grad():  # a zero class token or unit norms would hide mistakes
         if model.cls_token is not None:
             model.cls_token.normal_()
@@ -105,21 +146,46 @@ def _forward_mistakes(model: TransformerClassifier, x: Tensor) -> dict[str, Tens
     at_end = blocks(torch.cat([patches, cls], 1) + model.pos_embed)
     first = model.blocks[0]
     return {
-        "the position embeddings are not added: tokens = cat([cls, patches]) + model.pos_embed": head(blocks(torch.cat([cls, patches], 1))),
+        "the position embeddings are not added: tokens = cat([cls, patches]) + model.pos_embed": head(
+            blocks(torch.cat([cls, patches], 1))
+        ),
         "the classification reads the last token; the class token is the first, h[:, 0]": model.head(model.norm(h)[:, -1]),
-        "the tokens are averaged; this model (pooling='cls') classifies from the class token h[:, 0]": model.head(model.norm(h).mean(1)),
-        "the patch tokens are averaged without the class token; classify from the class token h[:, 0]": model.head(model.norm(h)[:, 1:].mean(1)),
+        "the tokens are averaged; this model (pooling='cls') classifies from the class token h[:, 0]": model.head(
+            model.norm(h).mean(1)
+        ),
+        "the patch tokens are averaged without the class token; classify from the class token h[:, 0]": model.head(
+            model.norm(h)[:, 1:].mean(1)
+        ),
         "the class token is appended at the end; prepend it: torch.cat([cls, patches], dim=1)": head(at_end),
-        "the class token is appended at the end and read from there; prepend it: torch.cat([cls, patches], dim=1)": model.head(model.norm(at_end)[:, -1]),
+        "the class token is appended at the end and read from there; prepend it: torch.cat([cls, patches], dim=1)": model.head(
+            model.norm(at_end)[:, -1]
+        ),
         "the final layer norm (model.norm) is skipped before the head": model.head(h[:, 0]),
         "the encoder blocks are skipped: run the tokens through every block in model.blocks": head(tokens),
         "only the first encoder block is used: loop over all of model.blocks": head(first(tokens)),
-        "the first block is applied twice: loop over the blocks themselves (for block in model.blocks)": head(first(first(tokens))),
+        "the first block is applied twice: loop over the blocks themselves (for block in model.blocks)": head(
+            first(first(tokens))
+        ),
         "only the last encoder block is used: loop over all of model.blocks": head(model.blocks[-1](tokens)),
-        "the logits went through softmax: return the raw logits (cross_entropy applies log-softmax itself)": torch.softmax(head(h), -1),
+        "the logits went through softmax: return the raw logits (cross_entropy applies log-softmax itself)": torch.softmax(
+            head(h), -1
+        ),
         "the logits went through log-softmax: return the raw logits": torch.log_softmax(head(h), -1),
-        "model.norm is applied to the tokens before the blocks; it belongs after them": model.head(blocks(model.norm(tokens))[:, 0]),
+        "model.norm is applied to the tokens before the blocks; it belongs after them": model.head(
+            blocks(model.norm(tokens))[:, 0]
+        ),
     }
+
+
+_SHORTCUT = (
+    "your classifier_forward calls the model itself (`model(x)` or `model.forward(x)`), which is the forward pass the exercise "
+    "asks you to write; write its steps with the model's parts: model.patch_embed, model.cls_token, model.pos_embed, "
+    "each block of model.blocks, model.norm and model.head"
+)
+_DROPOUT_HINT = (
+    "dropout is left active. F.dropout(h, p) drops at random even in eval mode (its default is training=True); "
+    "the model's own modules follow model.eval(): use them, or leave dropout out of the forward pass"
+)
 
 
 @exercise("classifier forward pass")
@@ -131,29 +197,44 @@ def check_classifier_forward(classifier_forward) -> None:
     model = _small_classifier()
     before = copy.deepcopy(model.state_dict())
     x = torch.randn(2, 20, dtype=torch.float64)
+
+    def student(m: TransformerClassifier, x_in: Tensor, what: str) -> object:
+        with forbid_forward(m, _SHORTCUT):
+            return call(classifier_forward, m, x_in.clone(), what=what)
+
     with torch.no_grad():
-        out = expect_tensor(call(classifier_forward, model, x.clone(), what="a TransformerClassifier (patch 5, stride 3, 12 features, 2 blocks) and x (2, 20)"), "the logits")
+        what = "a TransformerClassifier (patch 5, stride 3, 12 features, 2 blocks) and x (2, 20)"
+        out = expect_tensor(student(model, x, what), "the logits")
+        expect_deterministic(out, student(model, x, what), "the logits", _DROPOUT_HINT)
         if out.dim() == 3 and out.shape[0] == 2 and out.shape[-1] == 4:
-            raise ExerciseFailed(f"the logits have shape {tuple(out.shape)}: one row per token. Pool first (the class token, "
-                                 "h[:, 0]), then apply model.head, to get (batch, num_classes)")
+            raise ExerciseFailed(
+                f"the logits have shape {tuple(out.shape)}: one row per token. Pool first (the class token, "
+                "h[:, 0]), then apply model.head, to get (batch, num_classes)"
+            )
         expected = model(x)
         expect_close(out, expected, "the logits", atol=1e-9, rtol=1e-7, mistakes=_forward_mistakes(model, x))
         for name, value in model.state_dict().items():
             if not torch.equal(value, before[name]):
-                raise ExerciseFailed(f"your classifier_forward changed the model's parameter `{name}`; a forward pass only reads it")
+                raise ExerciseFailed(
+                    f"your classifier_forward changed the model's parameter `{name}`; a forward pass only reads it"
+                )
         x3 = torch.randn(3, 20, dtype=torch.float64)  # another batch size: nothing hard-coded
-        out3 = call(classifier_forward, model, x3.clone(), what="x (3, 20)")
+        out3 = student(model, x3, "x (3, 20)")
         expect_close(out3, model(x3), "the logits for a batch of 3", atol=1e-9, rtol=1e-7)
         # the same model with mean pooling: no class token, the tokens are averaged
         mean_model = _small_classifier("mean")
-        out_mean = expect_tensor(call(classifier_forward, mean_model, x3.clone(), what="a TransformerClassifier with pooling='mean' (no class token) and x (3, 20)"), "the logits with pooling='mean'")
+        out_mean = expect_tensor(
+            student(mean_model, x3, "a TransformerClassifier with pooling='mean' (no class token) and x (3, 20)"),
+            "the logits with pooling='mean'",
+        )
         tokens = mean_model.patch_embed(x3) + mean_model.pos_embed
         h = tokens
         for block in mean_model.blocks:
             h = block(h)
         mean_mistakes = {
-            "with pooling='mean' (model.pooling) the tokens are averaged, h.mean(dim=1), not read from position 0":
-                mean_model.head(mean_model.norm(h)[:, 0]),
+            "with pooling='mean' (model.pooling) the tokens are averaged, h.mean(dim=1), not read from position 0": mean_model.head(
+                mean_model.norm(h)[:, 0]
+            ),
         }
         expect_close(out_mean, mean_model(x3), "the logits with pooling='mean'", atol=1e-9, rtol=1e-7, mistakes=mean_mistakes)
 
@@ -213,7 +294,9 @@ def _has_grads(model: nn.Module) -> bool:
     return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
 
 
-def _run(step_fn, model: nn.Module, batches: list[tuple[Tensor, Tensor]], seed: int, student: bool) -> tuple[list[object], nn.Module]:
+def _run(
+    step_fn, model: nn.Module, batches: list[tuple[Tensor, Tensor]], seed: int, student: bool
+) -> tuple[list[object], nn.Module]:
     """Two steps with SGD from zeroed gradients, the model in eval mode as fit() leaves it."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     model.eval()
@@ -222,14 +305,23 @@ def _run(step_fn, model: nn.Module, batches: list[tuple[Tensor, Tensor]], seed: 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + i)  # the same dropout masks for the student and the reference
             if student:
-                losses.append(call(step_fn, model, optimizer, x, y, what=f"a small model, an SGD optimizer, x {tuple(x.shape)} and y {tuple(y.shape)}"))
+                losses.append(
+                    call(
+                        step_fn,
+                        model,
+                        optimizer,
+                        x,
+                        y,
+                        what=f"a small model, an SGD optimizer, x {tuple(x.shape)} and y {tuple(y.shape)}",
+                    )
+                )
             else:
                 losses.append(step_fn(model, optimizer, x, y))
     return losses, model
 
 
 def _params_close(a: nn.Module, b: nn.Module) -> bool:
-    return all(torch.allclose(p, q, atol=1e-10, rtol=1e-8) for p, q in zip(a.parameters(), b.parameters()))
+    return all(torch.allclose(p, q, atol=1e-10, rtol=1e-8) for p, q in zip(a.parameters(), b.parameters(), strict=False))
 
 
 @exercise("training step")
@@ -246,30 +338,41 @@ def check_train_step(train_step) -> None:
         if loss is None:
             raise ExerciseFailed("train_step returned None: return the batch's loss as a Python float, loss.item()")
         if isinstance(loss, Tensor):
-            raise ExerciseFailed("train_step returned a tensor; return a Python float with loss.item() (a tensor keeps the "
-                                 "whole graph alive, and the training loop records floats)")
+            raise ExerciseFailed(
+                "train_step returned a tensor; return a Python float with loss.item() (a tensor keeps the "
+                "whole graph alive, and the training loop records floats)"
+            )
         if not isinstance(loss, float):
             raise ExerciseFailed(f"train_step returned {type(loss).__name__}; return the loss as a Python float, loss.item()")
 
     def matches(kind: str) -> bool:
         k_losses, k_model = outcomes[kind]
-        return (all(abs(a - b) < 1e-9 for a, b in zip(losses, k_losses)) and _params_close(student_model, k_model)
-                and _has_grads(student_model) == _has_grads(k_model))
+        return (
+            all(abs(a - b) < 1e-9 for a, b in zip(losses, k_losses, strict=False))
+            and _params_close(student_model, k_model)
+            and _has_grads(student_model) == _has_grads(k_model)
+        )
 
-    if all(abs(a - b) < 1e-9 for a, b in zip(losses, ref_losses)) and _params_close(student_model, ref_model):
+    if all(abs(a - b) < 1e-9 for a, b in zip(losses, ref_losses, strict=False)) and _params_close(student_model, ref_model):
         return  # gradients left over after the step (zero_grad at the end or not) are fine
     for kind, message in _VARIANTS.items():
         if kind != "reference" and matches(kind):
             raise ExerciseFailed(message)
     # nothing typical: say what differs
     if abs(losses[0] - ref_losses[0]) > 1e-9:
-        raise ExerciseFailed(f"the loss of the first step is {losses[0]:.6g}, expected {ref_losses[0]:.6g}: "
-                             "compute F.cross_entropy(model(x), y) on the batch, with the model in training mode")
+        raise ExerciseFailed(
+            f"the loss of the first step is {losses[0]:.6g}, expected {ref_losses[0]:.6g}: "
+            "compute F.cross_entropy(model(x), y) on the batch, with the model in training mode"
+        )
     if abs(losses[1] - ref_losses[1]) > 1e-9:
-        raise ExerciseFailed(f"the first loss is right but the second is {losses[1]:.6g}, expected {ref_losses[1]:.6g}: "
-                             "the first step did not update the parameters as zero_grad, backward, step would")
-    for (name, p), q in zip(student_model.named_parameters(), ref_model.parameters()):
+        raise ExerciseFailed(
+            f"the first loss is right but the second is {losses[1]:.6g}, expected {ref_losses[1]:.6g}: "
+            "the first step did not update the parameters as zero_grad, backward, step would"
+        )
+    for (name, p), q in zip(student_model.named_parameters(), ref_model.parameters(), strict=False):
         if not torch.allclose(p, q, atol=1e-10, rtol=1e-8):
             diff = (p - q).abs().max().item()
-            raise ExerciseFailed(f"the losses are right but parameter `{name}` differs from the reference step by up to {diff:.4g}: "
-                                 "after loss.backward(), call optimizer.step() exactly once")
+            raise ExerciseFailed(
+                f"the losses are right but parameter `{name}` differs from the reference step by up to {diff:.4g}: "
+                "after loss.backward(), call optimizer.step() exactly once"
+            )

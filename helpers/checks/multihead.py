@@ -21,10 +21,10 @@ from helpers.attention import split_heads as _split_reference
 from helpers.checks._core import (
     ExerciseFailed,
     call,
+    exercise,
     expect_close,
     expect_shape,
     expect_tensor,
-    exercise,
 )
 
 __all__ = ["check_split_heads", "check_merge_heads"]
@@ -100,7 +100,9 @@ def _split_mistakes(x: Tensor, heads: int) -> dict[str, Tensor]:
         ).reshape(batch, heads, n, d_k)
         if (n * d_model) % heads == 0
         else None,
-        "the heads come out in reverse order: head h should hold features h*d_k .. (h+1)*d_k - 1": _split_reference(x, heads).flip(1),
+        "the heads come out in reverse order: head h should hold features h*d_k .. (h+1)*d_k - 1": _split_reference(
+            x, heads
+        ).flip(1),
     }
 
 
@@ -114,8 +116,10 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
     if got == (batch, d_k, n, heads):
         return "heads and d_k are swapped: the number of heads is `num_heads` and d_k = d_model // num_heads"
     if got == (batch * heads, n, d_k):
-        return ("batch and heads merged into one axis (nn.MultiheadAttention's internal layout); "
-                "keep them as two axes: (batch, heads, n, d_k)")
+        return (
+            "batch and heads merged into one axis (nn.MultiheadAttention's internal layout); "
+            "keep them as two axes: (batch, heads, n, d_k)"
+        )
     if got == (batch, n, heads * d_k):
         return "the result still has the shape (batch, n, d_model): nothing was split"
     if len(got) == 4 and got[0] == batch and got[1] != heads and got[1] * got[3] == heads * d_k:
@@ -149,8 +153,10 @@ def check_split_heads(split_heads) -> None:
             out_coded = expect_tensor(out_coded, "split_heads(x)").detach().double()
             if out_coded.shape == expected.shape:
                 where = _where_from(
-                    out_coded, _split_reference(coded, heads), "batch, head, token, j",
-                    lambda i: f"{i[0]}, {i[1]}, {i[2]}, {i[3]}: token {i[2]}, feature {i[1] * d_k + i[3]}",
+                    out_coded,
+                    _split_reference(coded, heads),
+                    "batch, head, token, j",
+                    lambda i, d_k=d_k: f"{i[0]}, {i[1]}, {i[2]}, {i[3]}: token {i[2]}, feature {i[1] * d_k + i[3]}",
                 )
                 raise ExerciseFailed(f"{name}: {where}. Head h must hold features h*d_k .. (h+1)*d_k - 1 of every token")
             expect_close(out, expected, name, atol=1e-12, rtol=0)
@@ -169,10 +175,19 @@ def check_merge_heads(merge_heads) -> None:
         got = tuple(out.shape)
         if got != tuple(expected.shape):
             hints = {
-                (batch, n, heads, d_k): "you transposed to (batch, n, heads, d_k) but did not flatten the last two axes: reshape to (batch, n, d_model)",
+                (
+                    batch,
+                    n,
+                    heads,
+                    d_k,
+                ): "you transposed to (batch, n, heads, d_k) but did not flatten the last two axes: reshape to (batch, n, d_model)",
                 (batch, n, d_k): "the heads were summed or averaged; concatenate them instead (d_model = heads * d_k features)",
                 (batch, heads * n, d_k): "the heads were concatenated along the tokens axis; concatenate them along the features",
-                (batch, heads, n * d_k): "the tokens were flattened into the features: transpose(1, 2) first, then reshape to (batch, n, d_model)",
+                (
+                    batch,
+                    heads,
+                    n * d_k,
+                ): "the tokens were flattened into the features: transpose(1, 2) first, then reshape to (batch, n, d_model)",
             }
             if got in hints:
                 raise ExerciseFailed(f"{name}: got shape {got}, expected {tuple(expected.shape)}: {hints[got]}")
@@ -191,8 +206,10 @@ def check_merge_heads(merge_heads) -> None:
             out_coded = expect_tensor(call(merge_heads, coded, what=label), "merge_heads(x)").detach().double()
             if out_coded.shape == expected.shape:
                 where = _where_from(
-                    out_coded, _coded(batch, n, d_model), "batch, token, feature",
-                    lambda i: f"{i[0]}, {i[1]}, {i[2]}: head {i[2] // d_k}, j {i[2] % d_k}",
+                    out_coded,
+                    _coded(batch, n, d_model),
+                    "batch, token, feature",
+                    lambda i, d_k=d_k: f"{i[0]}, {i[1]}, {i[2]}: head {i[2] // d_k}, j {i[2] % d_k}",
                 )
                 raise ExerciseFailed(f"{name}: {where}. Token t must get heads 0, 1, ... of token t side by side")
             expect_close(out, expected, name, atol=1e-12, rtol=0)

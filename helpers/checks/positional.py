@@ -17,10 +17,10 @@ from torch import Tensor
 from helpers.checks._core import (
     ExerciseFailed,
     call,
+    exercise,
     expect_close,
     expect_shape,
     expect_tensor,
-    exercise,
 )
 
 __all__ = ["check_positional_encoding", "check_layer_norm"]
@@ -28,8 +28,17 @@ __all__ = ["check_positional_encoding", "check_layer_norm"]
 
 # ------------------------------------------------------------------ positional encoding
 
-def _pe(max_len: int, d_model: int, *, exponent=None, first: int = 0, order: str = "interleaved",
-        sin_even: bool = True, divide: bool = True) -> Tensor:
+
+def _pe(
+    max_len: int,
+    d_model: int,
+    *,
+    exponent=None,
+    first: int = 0,
+    order: str = "interleaved",
+    sin_even: bool = True,
+    divide: bool = True,
+) -> Tensor:
     """Sinusoidal encodings, correct by default; the keyword arguments reproduce typical slips.
 
     ``exponent(pair, feature)`` gives the exponent e of 10000^e for each feature
@@ -42,7 +51,7 @@ def _pe(max_len: int, d_model: int, *, exponent=None, first: int = 0, order: str
     if order == "halves":
         pair = feature % (d_model // 2)
     e = (2 * pair / d_model) if exponent is None else exponent(pair, feature)
-    freq = 10000.0 ** (-e) if divide else 10000.0 ** e  # (d_model,)
+    freq = 10000.0 ** (-e) if divide else 10000.0**e  # (d_model,)
     angle = pos * freq  # (max_len, d_model)
     is_sin = (feature % 2 == 0) if order == "interleaved" else (feature < d_model // 2)
     if not sin_even:
@@ -61,40 +70,50 @@ def _pe_from_freq(max_len: int, d_model: int, freq: Tensor) -> Tensor:
 def _pe_mistakes(max_len: int, d_model: int) -> dict[str, Tensor]:
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
     return {
-        "sines and cosines are swapped: sin goes on the even features (0, 2, 4, ...), cos on the odd ones":
-            _pe(max_len, d_model, sin_even=False),
+        "sines and cosines are swapped: sin goes on the even features (0, 2, 4, ...), cos on the odd ones": _pe(
+            max_len, d_model, sin_even=False
+        ),
         "the halves are concatenated (all sines, then all cosines) instead of interleaved: "
-        "PE[:, 0::2] = sin, PE[:, 1::2] = cos":
-            _pe(max_len, d_model, order="halves"),
-        "the cosines come first in the concatenated halves, and the features should be interleaved (sin on even, cos on odd)":
-            _pe(max_len, d_model, order="halves", sin_even=False),
+        "PE[:, 0::2] = sin, PE[:, 1::2] = cos": _pe(max_len, d_model, order="halves"),
+        "the cosines come first in the concatenated halves, and the features should be interleaved (sin on even, cos on odd)": _pe(
+            max_len, d_model, order="halves", sin_even=False
+        ),
         "the odd features use their own index in the exponent, 10000^((2i+1)/d_model); "
-        "a sin/cos pair shares one frequency, 10000^(2i/d_model) with i the pair index":
-            _pe(max_len, d_model, exponent=lambda pair, feature: feature / d_model),
+        "a sin/cos pair shares one frequency, 10000^(2i/d_model) with i the pair index": _pe(
+            max_len, d_model, exponent=lambda pair, feature: feature / d_model
+        ),
         "the feature index j was used where the pair index i belongs: the exponent is 2i/d_model with i = j // 2, "
-        "so features 2i and 2i+1 share 10000^(2i/d_model)":
-            _pe(max_len, d_model, exponent=lambda pair, feature: 2 * feature / d_model),
-        "the exponent is missing its factor 2: it is 2i/d_model, not i/d_model":
-            _pe(max_len, d_model, exponent=lambda pair, feature: pair / d_model),
-        "the pair index is counted from 1: the first pair (i = 0) has frequency 1 (exponent 0)":
-            _pe(max_len, d_model, exponent=lambda pair, feature: 2 * (pair + 1) / d_model),
-        "positions are counted from 1: the first row is position 0, with PE[0] = [0, 1, 0, 1, ...]":
-            _pe(max_len, d_model, first=1),
-        "pos is multiplied by 10000^(2i/d_model) instead of divided by it (the exponent's sign is flipped)":
-            _pe(max_len, d_model, divide=False),
-        "the exponent 2i/d_model was computed with integer division (//), so it is 0 for every pair: "
-        "use float division":
-            _pe(max_len, d_model, exponent=lambda pair, feature: torch.zeros_like(feature)),
-        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log10(10000) = 4":
-            _pe_from_freq(max_len, d_model, torch.exp(-two_i * 4.0 / d_model)),
-        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log2(10000)":
-            _pe_from_freq(max_len, d_model, torch.exp(-two_i * math.log2(10000.0) / d_model)),
-        "the base is e instead of 10000: the frequencies are 1 / 10000^(2i/d_model) = exp(-2i ln(10000) / d_model)":
-            _pe_from_freq(max_len, d_model, torch.exp(-two_i / d_model)),
-        "the base is 1000 instead of 10000":
-            _pe_from_freq(max_len, d_model, 1000.0 ** (-two_i / d_model)),
-        "the angles are in degrees: torch.sin and torch.cos take radians, do not convert":
-            _pe_from_freq(max_len, d_model, 10000.0 ** (-two_i / d_model) * math.pi / 180),
+        "so features 2i and 2i+1 share 10000^(2i/d_model)": _pe(
+            max_len, d_model, exponent=lambda pair, feature: 2 * feature / d_model
+        ),
+        "the exponent is missing its factor 2: it is 2i/d_model, not i/d_model": _pe(
+            max_len, d_model, exponent=lambda pair, feature: pair / d_model
+        ),
+        "the pair index is counted from 1: the first pair (i = 0) has frequency 1 (exponent 0)": _pe(
+            max_len, d_model, exponent=lambda pair, feature: 2 * (pair + 1) / d_model
+        ),
+        "positions are counted from 1: the first row is position 0, with PE[0] = [0, 1, 0, 1, ...]": _pe(
+            max_len, d_model, first=1
+        ),
+        "pos is multiplied by 10000^(2i/d_model) instead of divided by it (the exponent's sign is flipped)": _pe(
+            max_len, d_model, divide=False
+        ),
+        "the exponent 2i/d_model was computed with integer division (//), so it is 0 for every pair: use float division": _pe(
+            max_len, d_model, exponent=lambda pair, feature: torch.zeros_like(feature)
+        ),
+        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log10(10000) = 4": _pe_from_freq(
+            max_len, d_model, torch.exp(-two_i * 4.0 / d_model)
+        ),
+        "log base slip: 10000^(-2i/d) is exp(-2i * ln(10000) / d) with the natural log; you used log2(10000)": _pe_from_freq(
+            max_len, d_model, torch.exp(-two_i * math.log2(10000.0) / d_model)
+        ),
+        "the base is e instead of 10000: the frequencies are 1 / 10000^(2i/d_model) = exp(-2i ln(10000) / d_model)": _pe_from_freq(
+            max_len, d_model, torch.exp(-two_i / d_model)
+        ),
+        "the base is 1000 instead of 10000": _pe_from_freq(max_len, d_model, 1000.0 ** (-two_i / d_model)),
+        "the angles are in degrees: torch.sin and torch.cos take radians, do not convert": _pe_from_freq(
+            max_len, d_model, 10000.0 ** (-two_i / d_model) * math.pi / 180
+        ),
     }
 
 
@@ -136,11 +155,17 @@ def check_positional_encoding(sinusoidal_positional_encoding) -> None:
         got = tuple(out.shape)
         if got != (max_len, d_model):
             if got == (d_model, max_len):
-                raise ExerciseFailed(f"{name} has shape {got}: rows are positions and columns features, (max_len, d_model) = {(max_len, d_model)}")
+                raise ExerciseFailed(
+                    f"{name} has shape {got}: rows are positions and columns features, (max_len, d_model) = {(max_len, d_model)}"
+                )
             if got in ((1, max_len, d_model), (max_len, 1, d_model)):
-                raise ExerciseFailed(f"{name} has an extra axis of size 1, shape {got}; return (max_len, d_model) = {(max_len, d_model)}")
+                raise ExerciseFailed(
+                    f"{name} has an extra axis of size 1, shape {got}; return (max_len, d_model) = {(max_len, d_model)}"
+                )
             if got == (max_len, d_model // 2):
-                raise ExerciseFailed(f"{name} has shape {got}: only d_model/2 features; each pair i fills two features, 2i (sin) and 2i+1 (cos)")
+                raise ExerciseFailed(
+                    f"{name} has shape {got}: only d_model/2 features; each pair i fills two features, 2i (sin) and 2i+1 (cos)"
+                )
             expect_shape(out, (max_len, d_model), name)
         try:  # float32 answers are fine: sin of angles up to ~50 is accurate to a few 1e-6 in float32
             expect_close(out, expected, name, atol=_PE_ATOL, rtol=0, mistakes=_pe_mistakes(max_len, d_model))
@@ -152,46 +177,62 @@ def check_positional_encoding(sinusoidal_positional_encoding) -> None:
 
 # ------------------------------------------------------------------ layer norm
 
+
 def _ln_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, keepdim=True, unbiased=False)
     x_hat = (x - mean) / torch.sqrt(var + eps)
     mistakes = {
         "the variance is unbiased (divides by d - 1); layer norm uses the biased variance "
-        "(divide by d: x.var(-1, unbiased=False) or ((x - mean)**2).mean(-1))":
-            (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) * gamma + beta,
-        "eps is added outside the square root; it belongs inside: (x - mean) / sqrt(var + eps)":
-            (x - mean) / (torch.sqrt(var) + eps) * gamma + beta,
-        "eps is missing: divide by sqrt(var + eps), not by the standard deviation alone":
-            (x - mean) / torch.sqrt(var) * gamma + beta,
-        "the mean is not subtracted: x_hat = (x - mean) / sqrt(var + eps)":
-            x / torch.sqrt(var + eps) * gamma + beta,
+        "(divide by d: x.var(-1, unbiased=False) or ((x - mean)**2).mean(-1))": (x - mean)
+        / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps)
+        * gamma
+        + beta,
+        "eps is added outside the square root; it belongs inside: (x - mean) / sqrt(var + eps)": (x - mean)
+        / (torch.sqrt(var) + eps)
+        * gamma
+        + beta,
+        "eps is missing: divide by sqrt(var + eps), not by the standard deviation alone": (x - mean) / torch.sqrt(var) * gamma
+        + beta,
+        "the mean is not subtracted: x_hat = (x - mean) / sqrt(var + eps)": x / torch.sqrt(var + eps) * gamma + beta,
         "gamma and beta are forgotten: finish with x_hat * gamma + beta": x_hat,
         "gamma and beta are swapped: the gain gamma multiplies, the bias beta is added": x_hat * beta + gamma,
         "beta is forgotten: finish with x_hat * gamma + beta": x_hat * gamma,
         "gamma is forgotten: finish with x_hat * gamma + beta": x_hat + beta,
-        "the 'variance' is the mean of x**2 without subtracting the mean (that is RMSNorm's statistic)":
-            (x - mean) / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * gamma + beta,
-        "that is RMSNorm (x / sqrt(mean(x**2) + eps) * gamma); layer norm subtracts the mean and divides by the standard deviation":
-            x / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * gamma,
+        "the 'variance' is the mean of x**2 without subtracting the mean (that is RMSNorm's statistic)": (x - mean)
+        / torch.sqrt((x**2).mean(-1, keepdim=True) + eps)
+        * gamma
+        + beta,
+        "that is RMSNorm (x / sqrt(mean(x**2) + eps) * gamma); layer norm subtracts the mean and divides by the standard deviation": x
+        / torch.sqrt((x**2).mean(-1, keepdim=True) + eps)
+        * gamma,
         "the standard deviation is unbiased (torch.std divides by d - 1) and eps is added outside the square root; "
-        "use the biased variance and sqrt(var + eps)":
-            (x - mean) / (x.std(-1, keepdim=True) + eps) * gamma + beta,
-        "the standard deviation is unbiased (torch.std divides by d - 1) and eps is missing; use sqrt(biased var + eps)":
-            (x - mean) / x.std(-1, keepdim=True) * gamma + beta,
-        "eps is squared: use sqrt(var + eps)":
-            (x - mean) / torch.sqrt(var + eps**2) * gamma + beta,
-        "the whole tensor is normalised at once; layer norm normalises each token over its features (the last axis)":
-            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * gamma + beta,
+        "use the biased variance and sqrt(var + eps)": (x - mean) / (x.std(-1, keepdim=True) + eps) * gamma + beta,
+        "the standard deviation is unbiased (torch.std divides by d - 1) and eps is missing; use sqrt(biased var + eps)": (
+            x - mean
+        )
+        / x.std(-1, keepdim=True)
+        * gamma
+        + beta,
+        "eps is squared: use sqrt(var + eps)": (x - mean) / torch.sqrt(var + eps**2) * gamma + beta,
+        "the whole tensor is normalised at once; layer norm normalises each token over its features (the last axis)": (
+            x - x.mean()
+        )
+        / torch.sqrt(x.var(unbiased=False) + eps)
+        * gamma
+        + beta,
     }
-    for axes, what in (((0,), "axis 0 (the batch): that is batch norm"), ((1,), "axis 1 (the tokens)"),
-                       ((0, 1), "axes 0 and 1 (batch and tokens): that is batch norm over a sequence")):
+    for axes, what in (
+        ((0,), "axis 0 (the batch): that is batch norm"),
+        ((1,), "axis 1 (the tokens)"),
+        ((0, 1), "axes 0 and 1 (batch and tokens): that is batch norm over a sequence"),
+    ):
         if x.dim() == 3:
             m = x.mean(axes, keepdim=True)
             v = x.var(axes, keepdim=True, unbiased=False)
             mistakes[f"normalised over {what}; layer norm normalises over the last axis, the features of each token"] = (
-                (x - m) / torch.sqrt(v + eps) * gamma + beta
-            )
+                x - m
+            ) / torch.sqrt(v + eps) * gamma + beta
     return mistakes
 
 
@@ -203,8 +244,8 @@ def _ln_diagnosis(out: Tensor, x: Tensor, gamma: Tensor, beta: Tensor, eps: floa
     var_x = x.var(-1, unbiased=False).flatten()[0].item()
     want_var = var_x / (var_x + eps)
     return (
-        f"After undoing gamma and beta, the first token's features have mean {mean:.4g} and biased variance {var:.4g}; "
-        f"layer norm gives mean 0 and variance var / (var + eps) = {want_var:.4g} over the last axis of each token"
+        f"After undoing gamma and beta, the first token's features have mean {mean:.4g} and biased variance {var:.8g}; "
+        f"layer norm gives mean 0 and variance var / (var + eps) = {want_var:.8g} over the last axis of each token"
     )
 
 
@@ -214,7 +255,9 @@ def _ln_call(fn, *args, what: str, **kwargs) -> Tensor:
     except ExerciseFailed as err:
         message = str(err)
         if "must match the size" in message or "expanded size" in message:
-            raise ExerciseFailed(message + ". Did you forget keepdim=True in mean or var, so that (x - mean) broadcasts per token?") from None
+            raise ExerciseFailed(
+                message + ". Did you forget keepdim=True in mean or var, so that (x - mean) broadcasts per token?"
+            ) from None
         raise
 
 
@@ -231,20 +274,29 @@ def check_layer_norm(layer_norm) -> None:
         ("x (2, 3, 5) with eps=0.5", x, 0.5),
         ("x (2, 3, 5) of tiny variance (~1e-5, as large as eps)", x_tiny, None),
         ("x (4, 5), one row per token", torch.randn(4, d, dtype=torch.float64) * 3 + 1, None),
+        # float32, the dtype of a real model: judged at float32's precision
+        ("a float32 x (2, 3, 5)", x.float(), None),
+        ("a float32 x (2, 3, 5) of tiny variance (~1e-5, as large as eps)", x_tiny.float(), None),
     ]
     for label, xi, eps in cases:
         kwargs = {} if eps is None else {"eps": eps}
         what = f"{label}, gamma and beta of shape (5,)"
         # clones: an answer that works in place must not change the inputs the reference uses
-        out = expect_tensor(_ln_call(layer_norm, xi.clone(), gamma.clone(), beta.clone(), what=what, **kwargs), f"layer_norm on {label}")
+        g, b = gamma.to(xi.dtype), beta.to(xi.dtype)
+        out = expect_tensor(_ln_call(layer_norm, xi.clone(), g.clone(), b.clone(), what=what, **kwargs), f"layer_norm on {label}")
         e = 1e-5 if eps is None else eps
-        expected = F.layer_norm(xi, (d,), gamma, beta, e)
-        mistakes = _ln_mistakes(xi, gamma, beta, e)
+        # the reference in float64 from the same (float32-rounded) inputs: the student's float32 result is compared with the exact answer
+        expected = F.layer_norm(xi.double(), (d,), g.double(), b.double(), e)
+        mistakes = _ln_mistakes(xi.double(), g.double(), b.double(), e)
         if eps is not None:
-            mistakes["the `eps` argument is ignored (the default 1e-5 was used): use the eps you are given"] = F.layer_norm(xi, (d,), gamma, beta, 1e-5)
+            mistakes["the `eps` argument is ignored (the default 1e-5 was used): use the eps you are given"] = F.layer_norm(
+                xi.double(), (d,), g.double(), b.double(), 1e-5
+            )
         else:
             for wrong_eps in (1e-6, 1e-8, 0.0, 1e-3):
-                mistakes[f"the default eps should be 1e-5 (as nn.LayerNorm), you used {wrong_eps:g}"] = F.layer_norm(xi, (d,), gamma, beta, wrong_eps)
+                mistakes[f"the default eps should be 1e-5 (as nn.LayerNorm), you used {wrong_eps:g}"] = F.layer_norm(
+                    xi.double(), (d,), g.double(), b.double(), wrong_eps
+                )
         if tuple(out.shape) == tuple(xi.shape[:-1]) or tuple(out.shape) == tuple(xi.shape[:-1]) + (1,):
             raise ExerciseFailed(
                 f"layer_norm on {label} returned shape {tuple(out.shape)}: that is one number per token (a statistic?); "
@@ -255,4 +307,4 @@ def check_layer_norm(layer_norm) -> None:
         except ExerciseFailed as err:
             if "differs from the reference" not in str(err):
                 raise
-            raise ExerciseFailed(f"{err}. {_ln_diagnosis(out, xi, gamma, beta, e)}") from None
+            raise ExerciseFailed(f"{err}. {_ln_diagnosis(out, xi.double(), g.double(), b.double(), e)}") from None

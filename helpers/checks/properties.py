@@ -16,14 +16,13 @@ from torch import Tensor, nn
 from helpers.attention import attention_with_positions
 from helpers.checks._core import (
     ExerciseFailed,
+    NotAttempted,
     call,
+    exercise,
     expect_close,
     expect_tensor,
-    exercise,
     is_unattempted,
-    NotAttempted,
 )
-
 
 # The references (hard_attention_beta, permutation_projections, conv_head_weights, attention_with_positions)
 # stay module attributes: exported, a star import would overwrite a student's function of the same name.
@@ -72,13 +71,17 @@ def hard_attention_beta(scores: Tensor, eps: float = 0.01) -> float:
 
 # ---------------------------------------------------------------- hard attention
 
+
 @exercise("the beta for hard attention")
 def check_hard_attention_beta(hard_attention_beta) -> None:
     """Check ``hard_attention_beta(scores, eps) -> float``: ``ln((m - 1) / eps) / gap``, ``inf`` for a tie."""
     if is_unattempted(hard_attention_beta):
         raise NotAttempted("hard_attention_beta is still `...`")
-    cases = [(torch.randn(5, dtype=torch.float64) * 2, 0.01), (torch.randn(7, dtype=torch.float64), 0.05),
-             (torch.tensor([0.5, 3.0, -1.0, 2.0], dtype=torch.float64), 0.001)]
+    cases = [
+        (torch.randn(5, dtype=torch.float64) * 2, 0.01),
+        (torch.randn(7, dtype=torch.float64), 0.05),
+        (torch.tensor([0.5, 3.0, -1.0, 2.0], dtype=torch.float64), 0.001),
+    ]
     for scores, eps in cases:
         label = f"scores {[round(v, 4) for v in scores.tolist()]} and eps={eps}"
         answer = call(hard_attention_beta, scores.clone(), eps, what=label)
@@ -96,7 +99,10 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
                 raise ExerciseFailed(f"with {label}: at beta={beta:.4g} the largest weight is only {weight:.4f}")
             continue
         mistakes = {
-            "the (m - 1) other keys are missing: the weight left for them is at most (m - 1) exp(-beta gap), so beta = ln((m - 1) / eps) / gap": math.log(1 / eps) / gap,
+            "the (m - 1) other keys are missing: the weight left for them is at most (m - 1) exp(-beta gap), so beta = ln((m - 1) / eps) / gap": math.log(
+                1 / eps
+            )
+            / gap,
             "that uses m; the bound counts the m - 1 *other* keys: beta = ln((m - 1) / eps) / gap": math.log(m / eps) / gap,
             "that uses log base 10; the bound needs the natural logarithm (math.log)": math.log10((m - 1) / eps) / gap,
             "the gap is the largest score minus the *second* largest, not minus the smallest": math.log((m - 1) / eps) / spread,
@@ -109,8 +115,9 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
         for message, wrong in mistakes.items():
             if math.isclose(beta, wrong, rel_tol=1e-6):
                 raise ExerciseFailed(f"with {label}: {message}")
-        raise ExerciseFailed(f"with {label}: beta = {beta:.6g}, expected ln((m - 1) / eps) / gap = {right:.6g} "
-                             f"(m = {m}, gap = {gap:.4f})")
+        raise ExerciseFailed(
+            f"with {label}: beta = {beta:.6g}, expected ln((m - 1) / eps) / gap = {right:.6g} (m = {m}, gap = {gap:.4f})"
+        )
     tie = torch.tensor([1.0, 3.0, 3.0, 0.0], dtype=torch.float64)
     answer = call(hard_attention_beta, tie.clone(), 0.01, what="scores [1, 3, 3, 0] with a tie and eps=0.01")
     try:
@@ -118,14 +125,24 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
     except (TypeError, ValueError):
         raise ExerciseFailed(f"with a tie: return a number, got {type(answer).__name__}") from None
     if not math.isinf(beta) or beta < 0:
-        raise ExerciseFailed(f"with the tied scores [1, 3, 3, 0] no beta makes one weight reach 1 - eps (the gap is 0): "
-                             f"return math.inf, got {beta:.6g}")
+        raise ExerciseFailed(
+            f"with the tied scores [1, 3, 3, 0] no beta makes one weight reach 1 - eps (the gap is 0): "
+            f"return math.inf, got {beta:.6g}"
+        )
 
 
 # ---------------------------------------------------------------- permutation
 
+
 def _nearest_rows(out: Tensor, X: Tensor) -> list[int]:
     return torch.cdist(out.double(), X.double()).argmin(dim=1).tolist()
+
+
+def _centred_scores(X: Tensor, W_Q: Tensor, W_K: Tensor) -> Tensor:
+    """The scores of ``attention_with_positions`` minus each row's mean."""
+    X_pos = torch.cat([X, torch.eye(X.shape[0], dtype=X.dtype)], dim=1)  # (n, d + n)
+    scores = (X_pos @ W_Q) @ (X_pos @ W_K).T  # (n, n)
+    return scores - scores.mean(dim=1, keepdim=True)
 
 
 @exercise("attention as a permutation")
@@ -141,24 +158,46 @@ def check_permutation_projections(permutation_projections) -> None:
         result = call(permutation_projections, perm, d, what=label)
         if not (isinstance(result, (tuple, list)) and len(result) == 3):
             raise ExerciseFailed(f"with {label}: return a tuple (W_Q, W_K, W_V), got {type(result).__name__}")
-        W_Q, W_K, W_V = (expect_tensor(w, name).double() for w, name in zip(result, ("W_Q", "W_K", "W_V")))
+        W_Q, W_K, W_V = (expect_tensor(w, name).double() for w, name in zip(result, ("W_Q", "W_K", "W_V"), strict=True))
         for name, w in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
             if w.dim() != 2 or w.shape[0] != d + n:
                 extra = ""
                 if w.dim() == 2 and w.shape[1] == d + n:
                     extra = "; it looks transposed: rows are the input features (d content + n positions), as in X_pos @ W"
-                raise ExerciseFailed(f"with {label}: {name} has shape {tuple(w.shape)}; it must have d + n = {d + n} rows, "
-                                     f"one per input feature (d content features, then n position features){extra}")
+                raise ExerciseFailed(
+                    f"with {label}: {name} has shape {tuple(w.shape)}; it must have d + n = {d + n} rows, "
+                    f"one per input feature (d content features, then n position features){extra}"
+                )
         if W_Q.shape[1] != W_K.shape[1]:
-            raise ExerciseFailed(f"with {label}: W_Q has {W_Q.shape[1]} columns and W_K {W_K.shape[1]}; queries and keys must have the same size d_k")
+            raise ExerciseFailed(
+                f"with {label}: W_Q has {W_Q.shape[1]} columns and W_K {W_K.shape[1]}; queries and keys must have the same size d_k"
+            )
         if W_V.shape[1] != d:
-            hint = " (W_V keeps the position features too: the output should hold the content only, W_V = [I_d; 0])" if W_V.shape[1] == d + n else ""
-            raise ExerciseFailed(f"with {label}: W_V has {W_V.shape[1]} columns; the output has the d = {d} content features{hint}")
+            hint = (
+                " (W_V keeps the position features too: the output should hold the content only, W_V = [I_d; 0])"
+                if W_V.shape[1] == d + n
+                else ""
+            )
+            raise ExerciseFailed(
+                f"with {label}: W_V has {W_V.shape[1]} columns; the output has the d = {d} content features{hint}"
+            )
         X = torch.randn(n, d, dtype=torch.float64)
         out, weights = attention_with_positions(X, W_Q, W_K, W_V)
         target = X[perm]
         if not torch.isfinite(out).all():
             raise ExerciseFailed(f"with {label}: the attention output holds NaN or inf; are the scores too large or NaN?")
+        # Q4: which token a query picks must not depend on what the tokens contain (even when the output happens to be right)
+        # compared on the scores (the weights of a near one-hot answer round to the same 0s and 1s), each row up to a constant
+        # (softmax ignores a shift common to a whole row)
+        base = _centred_scores(X, W_Q, W_K)
+        for other in (torch.zeros_like(X), torch.randn_like(X), 10 * torch.randn_like(X)):
+            if not torch.allclose(_centred_scores(other, W_Q, W_K), base, atol=1e-8 * (1 + base.abs().max().item()), rtol=0):
+                raise ExerciseFailed(
+                    f"with {label}: the attention scores, and so the weights, change when the content X changes (even if this "
+                    "X happens to come out right, another would not), so W_Q or W_K reads the content features; the queries "
+                    f"and keys should read only the position features: the first d = {d} rows of W_Q and W_K (the content rows) "
+                    "must be zero"
+                )
         if torch.allclose(out, target, atol=1e-6):
             continue
         hard = weights.max(dim=1).values
@@ -172,12 +211,16 @@ def check_permutation_projections(permutation_projections) -> None:
                 raise ExerciseFailed(f"with {label}: {message}")
         pos_only = attention_with_positions(torch.zeros_like(X), W_Q, W_K, W_V)[0]
         if torch.allclose(out, pos_only, atol=1e-6) and not torch.allclose(out, torch.zeros_like(out)):
-            raise ExerciseFailed(f"with {label}: the output does not depend on the content X: W_V must copy the d content "
-                                 "features (identity in its first d rows) and ignore the positions")
+            raise ExerciseFailed(
+                f"with {label}: the output does not depend on the content X: W_V must copy the d content "
+                "features (identity in its first d rows) and ignore the positions"
+            )
         content_weights = attention_with_positions(torch.randn_like(X), W_Q, W_K, W_V)[1]
         if not torch.allclose(content_weights, weights, atol=1e-6):
-            raise ExerciseFailed(f"with {label}: the attention weights change when the content X changes; the queries and keys "
-                                 "should read only the position features (zero in the first d rows of W_Q and W_K)")
+            raise ExerciseFailed(
+                f"with {label}: the attention weights change when the content X changes; the queries and keys "
+                "should read only the position features (zero in the first d rows of W_Q and W_K)"
+            )
         if weights.argmax(dim=1).tolist() == perm.tolist():
             off_target = weights.clone()
             off_target[torch.arange(n), perm] = 0
@@ -195,6 +238,7 @@ def check_permutation_projections(permutation_projections) -> None:
 
 
 # ---------------------------------------------------------------- convolution
+
 
 @exercise("a convolution as attention heads")
 def check_conv_head_weights(conv_head_weights) -> None:
@@ -216,27 +260,42 @@ def check_conv_head_weights(conv_head_weights) -> None:
         right = W.permute(2, 1, 0)  # (size, d_in, d_out)
         W_heads = expect_tensor(W_heads, "W_heads")
         if tuple(W_heads.shape) == tuple(W.shape) and tuple(W.shape) != tuple(right.shape):
-            raise ExerciseFailed(f"with {label}: W_heads is conv.weight itself, shape (d_out, d_in, kernel_size) = {tuple(W.shape)}; "
-                                 f"one (d_in, d_out) matrix per head: shape (kernel_size, d_in, d_out) = {tuple(right.shape)}")
+            raise ExerciseFailed(
+                f"with {label}: W_heads is conv.weight itself, shape (d_out, d_in, kernel_size) = {tuple(W.shape)}; "
+                f"one (d_in, d_out) matrix per head: shape (kernel_size, d_in, d_out) = {tuple(right.shape)}"
+            )
         if tuple(W_heads.shape) == (size, d_out, d_in) and d_in != d_out:
-            raise ExerciseFailed(f"with {label}: each head's matrix is (d_out, d_in) = ({d_out}, {d_in}); values are x @ W_h with x "
-                                 f"a row of d_in = {d_in} features, so W_h = conv.weight[:, :, h].T, shape ({d_in}, {d_out})")
+            raise ExerciseFailed(
+                f"with {label}: each head's matrix is (d_out, d_in) = ({d_out}, {d_in}); values are x @ W_h with x "
+                f"a row of d_in = {d_in} features, so W_h = conv.weight[:, :, h].T, shape ({d_in}, {d_out})"
+            )
         mistakes = {
             "the kernel is flipped: nn.Conv1d is a cross-correlation, tap h multiplies x[i + h - kernel_size // 2], so head h "
             "uses conv.weight[:, :, h] (no flip)": right.flip(0),
             "only the centre tap is used: every head h needs its own conv.weight[:, :, h].T": torch.stack(
-                [right[h] if h == size // 2 else torch.zeros_like(right[h]) for h in range(size)]),
+                [right[h] if h == size // 2 else torch.zeros_like(right[h]) for h in range(size)]
+            ),
             "each head's matrix is not transposed: use conv.weight[:, :, h].T, shape (d_in, d_out)": W.permute(2, 0, 1),
-            "every head uses the same matrix (the centre tap): head h needs its own conv.weight[:, :, h].T": right[size // 2].expand(size, -1, -1),
+            "every head uses the same matrix (the centre tap): head h needs its own conv.weight[:, :, h].T": right[
+                size // 2
+            ].expand(size, -1, -1),
             "the weights are divided by the kernel size: the heads' outputs are added, not averaged": right / size,
         }
         expect_close(W_heads, right, f"W_heads with {label}", atol=1e-10, rtol=1e-8, mistakes=mistakes)
         bias = expect_tensor(bias, "bias")
         if bias.numel() == 1 and d_out != 1:
             raise ExerciseFailed(f"with {label}: bias should have d_out = {d_out} entries, got a single number")
-        expect_close(bias.reshape(-1) if bias.numel() == d_out else bias, conv.bias.detach(),
-                     f"bias with {label}", atol=1e-10, rtol=1e-8, mistakes={
-                         "the bias is zero: return conv.bias (added once, after the heads are summed)": torch.zeros(d_out, dtype=torch.float64),
-                         "the bias is divided by the kernel size: it is added once to the sum of the heads": conv.bias.detach() / size,
-                         "the bias has the wrong sign": -conv.bias.detach(),
-                     })
+        expect_close(
+            bias.reshape(-1) if bias.numel() == d_out else bias,
+            conv.bias.detach(),
+            f"bias with {label}",
+            atol=1e-10,
+            rtol=1e-8,
+            mistakes={
+                "the bias is zero: return conv.bias (added once, after the heads are summed)": torch.zeros(
+                    d_out, dtype=torch.float64
+                ),
+                "the bias is divided by the kernel size: it is added once to the sum of the heads": conv.bias.detach() / size,
+                "the bias has the wrong sign": -conv.bias.detach(),
+            },
+        )

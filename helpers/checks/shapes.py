@@ -24,10 +24,9 @@ from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
     call,
-    expect_close,
-    expect_shape,
-    expect_tensor,
     exercise,
+    expect_close,
+    expect_tensor,
     is_unattempted,
     require_attempt,
 )
@@ -52,11 +51,14 @@ reference_mha_parameter_count = mha_parameter_count
 
 # ---------------------------------------------------------------- shape answers
 
+
 def _as_shape(answer: object, what: str) -> tuple[int, ...]:
     """Normalise a shape answer (tuple, list, torch.Size) or explain why it is not one."""
     require_attempt(answer, what)
     if isinstance(answer, Tensor):
-        raise ExerciseFailed(f"{what} should be a shape such as (2, 3), not a tensor; write the sizes as a tuple (or use tensor.shape)")
+        raise ExerciseFailed(
+            f"{what} should be a shape such as (2, 3), not a tensor; write the sizes as a tuple (or use tensor.shape)"
+        )
     if isinstance(answer, bool) or isinstance(answer, numbers.Number):
         raise ExerciseFailed(
             f"{what} should be a tuple of sizes such as (2, 3), got the number {answer!r}"
@@ -85,12 +87,14 @@ def _generic_shape_message(got: tuple[int, ...], want: tuple[int, ...], what: st
         return f"{what}, {got}, has {len(got)} axes; it should have {len(want)}"
     if sorted(got) == sorted(want):
         return f"{what}, {got}, has the right sizes in the wrong order: {'it is transposed' if len(got) == 2 else 'axes are swapped'}"
-    bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
     sizes = " and ".join(f"axis {i} (size {got[i]})" for i in bad)
     return f"{what}, {got}, is not right: {sizes} {'is' if len(bad) == 1 else 'are'} wrong"
 
 
-def _check_shape(answer: object, expected: tuple[int, ...], what: str, hints: Mapping[tuple[int, ...], str], recall: str = "") -> None:
+def _check_shape(
+    answer: object, expected: tuple[int, ...], what: str, hints: Mapping[tuple[int, ...], str], recall: str = ""
+) -> None:
     """Equal, or the hint for a known wrong value, or which axis is wrong (with a reminder of the sizes)."""
     got = _as_shape(answer, what)
     if got == expected:
@@ -175,13 +179,16 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (6, 3): "transposed: tokens are rows, the output is (n queries, d_v)",
         (4, 5): "one output row per query, with d_v = 6 columns: (3 x 4)(4 x 6)",
     }
-    _check_all([
-        (q_shape, (3, 5), "the shape of Q", q_hints),
-        (k_shape, (4, 5), "the shape of K", k_hints),
-        (v_shape, (4, 6), "the shape of V", v_hints),
-        (scores_shape, (3, 4), "the shape of the scores", s_hints),
-        (out_shape, (3, 6), "the shape of the output", o_hints),
-    ], recall)
+    _check_all(
+        [
+            (q_shape, (3, 5), "the shape of Q", q_hints),
+            (k_shape, (4, 5), "the shape of K", k_hints),
+            (v_shape, (4, 6), "the shape of V", v_hints),
+            (scores_shape, (3, 4), "the shape of the scores", s_hints),
+            (out_shape, (3, 6), "the shape of the output", o_hints),
+        ],
+        recall,
+    )
 
 
 # ---------------------------------------------------------------- column layout (the coursework question)
@@ -222,13 +229,16 @@ def check_column_layout_shapes(q_shape, k_shape, v_shape, attn_shape, out_shape)
         "the feature-mixing product Q K^T",
         (64, 6): "one head here: W^V is 768 x 768, so each output column has 768 features",
     }
-    _check_all([
-        (q_shape, (768, 6), "the shape of Q", qkv_hints("Q")),
-        (k_shape, (768, 6), "the shape of K", qkv_hints("K")),
-        (v_shape, (768, 6), "the shape of V", qkv_hints("V")),
-        (attn_shape, (6, 6), "the shape of the attention matrix", a_hints),
-        (out_shape, (768, 6), "the shape of the output H", o_hints),
-    ], recall)
+    _check_all(
+        [
+            (q_shape, (768, 6), "the shape of Q", qkv_hints("Q")),
+            (k_shape, (768, 6), "the shape of K", qkv_hints("K")),
+            (v_shape, (768, 6), "the shape of V", qkv_hints("V")),
+            (attn_shape, (6, 6), "the shape of the attention matrix", a_hints),
+            (out_shape, (768, 6), "the shape of the output H", o_hints),
+        ],
+        recall,
+    )
 
 
 def _column_variants(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> dict[str, Tensor | None]:
@@ -247,20 +257,27 @@ def _column_variants(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> dict[s
         "the scores are not divided by sqrt(d_k) (the missing 1/sqrt(d_k) scale)": V @ torch.softmax(raw, dim=0),
         "the scores are divided by d_k; divide by sqrt(d_k)": V @ torch.softmax(raw / d_k, dim=0),
         "the scores are multiplied by sqrt(d_k); divide by it": V @ torch.softmax(raw * math.sqrt(d_k), dim=0),
-        "the values are X itself: project them first, V = W_v X": X @ torch.softmax(scaled, dim=0) if X.shape[0] == V.shape[0] else None,
-        "the queries were used as values: H = V A with V = W_v X": Q @ torch.softmax(scaled, dim=0) if Q.shape[0] == V.shape[0] else None,
-        f"the scores are divided by sqrt(n) (n = {n} tokens); the scale is 1/sqrt(d_k), d_k = W_q.shape[0]":
-            V @ torch.softmax(raw / math.sqrt(n), dim=0),
+        "the values are X itself: project them first, V = W_v X": X @ torch.softmax(scaled, dim=0)
+        if X.shape[0] == V.shape[0]
+        else None,
+        "the queries were used as values: H = V A with V = W_v X": Q @ torch.softmax(scaled, dim=0)
+        if Q.shape[0] == V.shape[0]
+        else None,
+        f"the scores are divided by sqrt(n) (n = {n} tokens); the scale is 1/sqrt(d_k), d_k = W_q.shape[0]": V
+        @ torch.softmax(raw / math.sqrt(n), dim=0),
         "no softmax: the attention weights must be softmax(K^T Q / sqrt(d_k)) along axis 0": V @ scaled,
-        "softmax over the whole matrix: normalise each column (one query) separately, dim=0":
-            V @ (torch.exp(scaled) / torch.exp(scaled).sum()),
+        "softmax over the whole matrix: normalise each column (one query) separately, dim=0": V
+        @ (torch.exp(scaled) / torch.exp(scaled).sum()),
     }
     if d_k != d_model:
-        variants[f"the scores are divided by sqrt(d_model) = sqrt({d_model}) (X.shape[0]); the scale is 1/sqrt(d_k) "
-                 f"with d_k = W_q.shape[0] = {d_k}"] = V @ torch.softmax(raw / math.sqrt(d_model), dim=0)
+        variants[
+            f"the scores are divided by sqrt(d_model) = sqrt({d_model}) (X.shape[0]); the scale is 1/sqrt(d_k) "
+            f"with d_k = W_q.shape[0] = {d_k}"
+        ] = V @ torch.softmax(raw / math.sqrt(d_model), dim=0)
     if V.shape[0] != d_k:
-        variants[f"the scores are scaled with d_v = {V.shape[0]} (W_v.shape[0]); the scale is 1/sqrt(d_k), d_k = W_q.shape[0] = {d_k}"] = (
-            V @ torch.softmax(raw / math.sqrt(V.shape[0]), dim=0))
+        variants[
+            f"the scores are scaled with d_v = {V.shape[0]} (W_v.shape[0]); the scale is 1/sqrt(d_k), d_k = W_q.shape[0] = {d_k}"
+        ] = V @ torch.softmax(raw / math.sqrt(V.shape[0]), dim=0)
     if W_q.shape[0] == W_q.shape[1]:
         Qt, Kt, Vt = W_q.T @ X, W_k.T @ X, W_v.T @ X
         variants["the weights are transposed: in the column layout Q = W^Q X (W^Q is d_k x d_model), not (W^Q)^T X"] = (
@@ -268,12 +285,16 @@ def _column_variants(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> dict[s
         )
     if d_k == V.shape[0]:  # Q K^T (d_k x d_k) times V is defined: the feature-mixing product
         mix = Q @ K.T / math.sqrt(d_k)  # (d_k, d_k)
-        message = ("Q K^T relates features, not tokens: in the column layout it is d_k x d_k and sums over the tokens. "
-                   "The token-to-token scores are K^T Q (n x n), and H = V softmax(K^T Q / sqrt(d_k), dim=0)")
+        message = (
+            "Q K^T relates features, not tokens: in the column layout it is d_k x d_k and sums over the tokens. "
+            "The token-to-token scores are K^T Q (n x n), and H = V softmax(K^T Q / sqrt(d_k), dim=0)"
+        )
         for dim in (0, 1):
             variants[f"{message} [you computed softmax(Q K^T / sqrt(d_k), dim={dim}) V]"] = torch.softmax(mix, dim) @ V
             variants[f"{message} [you computed softmax(Q K^T / sqrt(d_k), dim={dim})^T V]"] = torch.softmax(mix, dim).T @ V
-            variants[f"{message} [you computed softmax(Q K^T, dim={dim}) V, also without the scale]"] = torch.softmax(Q @ K.T, dim) @ V
+            variants[f"{message} [you computed softmax(Q K^T, dim={dim}) V, also without the scale]"] = (
+                torch.softmax(Q @ K.T, dim) @ V
+            )
     return variants
 
 
@@ -291,11 +312,35 @@ def check_attention_column_layout(attention_column_layout) -> None:
     W_q, W_k = torch.randn(4, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64)
     W_v = torch.randn(6, 8, dtype=torch.float64)
     cases.append(("X (8, 5), W_q and W_k (4, 8) (d_k = 4), W_v (6, 8) (d_v = 6)", X, W_q, W_k, W_v))
-    X_big = torch.randn(8, 3, dtype=torch.float64) * 4
-    cases.append(("X (8, 3) with large entries, W_q, W_k (4, 8), W_v (6, 8)", X_big, W_q, W_k, W_v))
+    X_big = torch.randn(8, 3, dtype=torch.float64) * 6
+    cases.append(
+        (
+            "X (8, 3) with large entries (scores up to about ±1000, beyond float64 exp's range), W_q, W_k (4, 8), W_v (6, 8)",
+            X_big,
+            W_q,
+            W_k,
+            W_v,
+        )
+    )
+    X32 = torch.randn(8, 5) * 3  # float32 scores of a few hundred: exp overflows float32 above 88
+    cases.append(
+        (
+            "float32 X (8, 5) with large entries (scores of a few hundred), float32 W_q, W_k (4, 8), W_v (6, 8)",
+            X32,
+            W_q.float(),
+            W_k.float(),
+            W_v.float(),
+        )
+    )
 
     for label, X, W_q, W_k, W_v in cases:
         H = expect_tensor(call(attention_column_layout, X, W_q, W_k, W_v, what=label), f"H with {label}")
+        X, W_q, W_k, W_v = (
+            X.double(),
+            W_q.double(),
+            W_k.double(),
+            W_v.double(),
+        )  # the reference in float64, float32 inputs included
         expected = F.scaled_dot_product_attention((W_q @ X).T, (W_k @ X).T, (W_v @ X).T).T  # (d_v, n)
         if tuple(H.shape) == tuple(expected.T.shape) and expected.shape[0] != expected.shape[1]:
             raise ExerciseFailed(
@@ -307,10 +352,20 @@ def check_attention_column_layout(attention_column_layout) -> None:
                 f"with {label}: H is {tuple(H.shape)}, features by features. That is what Q K^T gives in this layout: it "
                 "sums over the tokens and mixes features. The token-to-token matrix is K^T Q (n x n), and H = V A is (d_v, n)"
             )
-        expect_close(H, expected, f"H with {label}", atol=1e-6, rtol=1e-5, mistakes=_column_variants(X, W_q, W_k, W_v))
+        expect_close(
+            H,
+            expected,
+            f"H with {label}",
+            atol=1e-6,
+            rtol=1e-5,
+            mistakes=_column_variants(X, W_q, W_k, W_v),
+            nonfinite_hint="exp overflowed on large scores (above 88 in float32, 709 in float64): use torch.softmax, "
+            "or subtract each column's maximum before exp",
+        )
 
 
 # ---------------------------------------------------------------- numerator layout (NYU)
+
 
 @exercise("numerator layout (softargmax over columns)")
 def check_numerator_layout(scores_shape, h_shape, beta) -> None:
@@ -344,7 +399,10 @@ def check_numerator_layout(scores_shape, h_shape, beta) -> None:
     if math.isclose(value, want, rel_tol=1e-4):
         return
     beta_hints = [
-        (math.sqrt(5), "that is sqrt(d), the inverse: beta multiplies the scores, so dividing by sqrt(d) means beta = 1 / sqrt(d)"),
+        (
+            math.sqrt(5),
+            "that is sqrt(d), the inverse: beta multiplies the scores, so dividing by sqrt(d) means beta = 1 / sqrt(d)",
+        ),
         (1 / 5, "beta = 1 / sqrt(d), not 1 / d: the square root keeps the scores' variance near 1"),
         (1.0, "beta = 1 would leave the scores unscaled; their variance then grows with d. The usual value is 1 / sqrt(d)"),
         (1 / math.sqrt(6), "d is the size of the queries and keys (5), not t, the size of the values (6)"),
@@ -353,14 +411,29 @@ def check_numerator_layout(scores_shape, h_shape, beta) -> None:
         (math.sqrt(6), "beta multiplies the scores and is 1 / sqrt(d) with d = 5, the size of queries and keys"),
         (0.0, "beta = 0 makes every weight equal (a plain average); the usual value is 1 / sqrt(d)"),
     ]
+    tolerance = (
+        "the check accepts a relative error of 1e-4, so give beta with at least 4 decimals, or as an expression "
+        "(math.sqrt is available)"
+    )
     for wrong, hint in beta_hints:
         if math.isclose(value, wrong, rel_tol=1e-4):
-            raise ExerciseFailed(f"beta = {value:.4g} is not right: {hint}")
-    raise ExerciseFailed(f"beta = {value:.4g} is not right: beta is the inverse temperature that multiplies the scores; "
-                         f"the usual value is 1 / sqrt(d) with d the size of queries and keys (here {want:.4f})")
+            raise ExerciseFailed(f"beta = {value!r} is not right: {hint}")
+    if math.isclose(value, want, rel_tol=1e-2):
+        raise ExerciseFailed(
+            f"beta = {value!r} is the right idea but too coarse: it is {abs(value - want) / want:.1e} away from the "
+            f"usual value in relative terms; {tolerance}"
+        )
+    for wrong, hint in beta_hints:
+        if math.isclose(value, wrong, rel_tol=1e-2):
+            raise ExerciseFailed(f"beta = {value!r} is not right (and rounded too coarsely for the check: {tolerance}): {hint}")
+    raise ExerciseFailed(
+        f"beta = {value!r} is not right: beta is the inverse temperature that multiplies the scores; "
+        f"the usual value is 1 / sqrt(d) with d the size of queries and keys (here {want:.4f}; {tolerance})"
+    )
 
 
 # ---------------------------------------------------------------- multi-head shapes
+
 
 @exercise("multi-head shapes")
 def check_multi_head_shapes(d_k, q_head_shape, scores_head_shape, head_out_shape, concat_shape) -> None:
@@ -431,6 +504,7 @@ def check_multi_head_shapes(d_k, q_head_shape, scores_head_shape, head_out_shape
 
 # ---------------------------------------------------------------- parameter count
 
+
 def _torch_count(d_model: int, num_heads: int, bias: bool) -> int:
     return sum(p.numel() for p in nn.MultiheadAttention(d_model, num_heads, bias=bias).parameters())
 
@@ -439,7 +513,8 @@ def _count_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
     b = 4 * d if bias else 0
     d_k = d // h
     return {
-        "the output projection W_O is missing: there are four matrices, W_Q, W_K, W_V and W_O": 3 * d * d + (3 * d if bias else 0),
+        "the output projection W_O is missing: there are four matrices, W_Q, W_K, W_V and W_O": 3 * d * d
+        + (3 * d if bias else 0),
         "the biases are missing: with bias=True each of the four projections has a bias vector of d_model entries": 4 * d * d,
         "the bias argument is ignored: with bias=False there are no bias vectors": 4 * d * d + 4 * d,
         "the count was multiplied by the number of heads: the heads split d_model into h slices of d_k = d_model / h, "
@@ -448,12 +523,17 @@ def _count_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
         "and the h heads together form one d_model x d_model matrix": 4 * h * d_k * d_k + b,
         "the weights were counted for one head only (d_model x d_k each): the h heads together form one d_model x d_model "
         "matrix per projection": 4 * d * d_k + (4 * d_k if bias else 0),
-        "the biases were counted per head (h entries): each projection's bias has d_model entries": 4 * d * d + (4 * h if bias else 0),
-        "each bias was counted as a d_model x d_model matrix: a bias is a vector of d_model entries": 8 * d * d if bias else 4 * d * d,
-        "only one bias vector was counted: each of the four projections has its own (4 * d_model bias entries)": 4 * d * d + (d if bias else 0),
-        "the bias of W_O is missing: W_Q, W_K, W_V and W_O each have a bias of d_model entries": 4 * d * d + (3 * d if bias else 0),
-        "the biases were counted per head with d_k entries but only once: each projection's bias has d_model entries":
-            4 * d * d + (4 * d_k if bias else 0),
+        "the biases were counted per head (h entries): each projection's bias has d_model entries": 4 * d * d
+        + (4 * h if bias else 0),
+        "each bias was counted as a d_model x d_model matrix: a bias is a vector of d_model entries": 8 * d * d
+        if bias
+        else 4 * d * d,
+        "only one bias vector was counted: each of the four projections has its own (4 * d_model bias entries)": 4 * d * d
+        + (d if bias else 0),
+        "the bias of W_O is missing: W_Q, W_K, W_V and W_O each have a bias of d_model entries": 4 * d * d
+        + (3 * d if bias else 0),
+        "the biases were counted per head with d_k entries but only once: each projection's bias has d_model entries": 4 * d * d
+        + (4 * d_k if bias else 0),
     }
 
 
@@ -474,8 +554,10 @@ def check_mha_parameter_count(mha_parameter_count) -> None:
         elif float(result).is_integer():
             result = int(result)
         else:
-            raise ExerciseFailed(f"mha_parameter_count({label}) returned {result!r}, not a whole number: a count of parameters is an int"
-                                 " (use // for d_model // num_heads)")
+            raise ExerciseFailed(
+                f"mha_parameter_count({label}) returned {result!r}, not a whole number: a count of parameters is an int"
+                " (use // for d_model // num_heads)"
+            )
         answers[(d, h, bias)] = result
     expected = {case: _torch_count(*case) for case in cases}
     wrong = [case for case in cases if answers[case] != expected[case]]
@@ -485,8 +567,10 @@ def check_mha_parameter_count(mha_parameter_count) -> None:
         formula = {case: _count_mistakes(*case)[message] for case in cases}
         if all(answers[case] == formula[case] for case in wrong):
             d, h, bias = wrong[0]
-            raise ExerciseFailed(f"{message} (for d_model={d}, num_heads={h}, bias={bias} you returned {answers[wrong[0]]:,}, "
-                                 f"nn.MultiheadAttention has {expected[wrong[0]]:,})")
+            raise ExerciseFailed(
+                f"{message} (for d_model={d}, num_heads={h}, bias={bias} you returned {answers[wrong[0]]:,}, "
+                f"nn.MultiheadAttention has {expected[wrong[0]]:,})"
+            )
     d, h, bias = wrong[0]
     got, want = answers[wrong[0]], expected[wrong[0]]
     raise ExerciseFailed(

@@ -53,7 +53,9 @@ def generate_mnist1d() -> dict[str, np.ndarray]:
     try:
         from mnist1d.data import get_dataset_args, make_dataset
     except ImportError as err:  # pragma: no cover - the package is in requirements.txt
-        raise DataError(f"generating MNIST-1D needs the `mnist1d` package ({err}); install it with `pip install mnist1d`") from None
+        raise DataError(
+            f"generating MNIST-1D needs the `mnist1d` package ({err}); install it with `pip install mnist1d`"
+        ) from None
     data = make_dataset(get_dataset_args())
     return {
         "x_train": data["x"].astype(np.float32),
@@ -89,10 +91,14 @@ def _read(path: Path) -> dict[str, np.ndarray]:
     for name, shape in MNIST1D_SHAPES.items():
         a = arrays[name]
         if a.shape != shape or a.dtype != _DTYPES[name]:
-            raise DataError(f"MNIST-1D cache {path}: {name} has shape {a.shape} and dtype {a.dtype}, expected {shape} and {np.dtype(_DTYPES[name])}; {fix}")
+            raise DataError(
+                f"MNIST-1D cache {path}: {name} has shape {a.shape} and dtype {a.dtype}, expected {shape} and {np.dtype(_DTYPES[name])}; {fix}"
+            )
     checksum = mnist1d_checksum(arrays)
     if checksum != MNIST1D_SHA256:
-        raise DataError(f"MNIST-1D cache {path} does not match its checksum (SHA-256 {checksum[:12]}..., expected {MNIST1D_SHA256[:12]}...): the file is corrupted; {fix}")
+        raise DataError(
+            f"MNIST-1D cache {path} does not match its checksum (SHA-256 {checksum[:12]}..., expected {MNIST1D_SHA256[:12]}...): the file is corrupted; {fix}"
+        )
     return {name: arrays[name] for name in MNIST1D_SHAPES}
 
 

@@ -7,6 +7,8 @@ Every model maps a batch of signals ``(batch, length)`` to class logits
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -57,6 +59,11 @@ class TransformerClassifier(nn.Module):
     The defaults are notebook 07's MNIST-1D model: patches 8 wide with stride 2
     (17 tokens), width 32, 4 heads, 3 blocks, ``d_ff`` 64, dropout 0.1, mean pooling.
 
+    ``patch_embedding(patch_size, stride, d_model)`` builds the patch embedding
+    (default ``PatchEmbedding``); the notebook passes the student's class. It
+    is built first, as here, so a class that creates the same ``nn.Linear``
+    draws the same initial weights.
+
     ``forward(x)``: x ``(batch, length)`` -> logits ``(batch, num_classes)``.
     """
 
@@ -73,13 +80,14 @@ class TransformerClassifier(nn.Module):
         dropout: float = 0.1,
         pooling: str = "mean",
         norm_first: bool = True,
+        patch_embedding: Callable[[int, int, int], nn.Module] = PatchEmbedding,
     ) -> None:
         super().__init__()
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
         self.pooling = pooling
         self.num_patches = num_patches(length, patch_size, stride)
-        self.patch_embed = PatchEmbedding(patch_size, stride, d_model)
+        self.patch_embed = patch_embedding(patch_size, stride, d_model)
         n_tokens = self.num_patches + (1 if pooling == "cls" else 0)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model)) if pooling == "cls" else None
         self.pos_embed = nn.Parameter(torch.randn(1, n_tokens, d_model) * 0.02)
@@ -146,9 +154,12 @@ class CNNClassifier(nn.Module):
     def __init__(self, length: int = 40, num_classes: int = 10, channels: int = 25) -> None:
         super().__init__()
         self.convs = nn.Sequential(
-            nn.Conv1d(1, channels, 5, stride=2, padding=1), nn.ReLU(),
-            nn.Conv1d(channels, channels, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv1d(channels, channels, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv1d(1, channels, 5, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv1d(channels, channels, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv1d(channels, channels, 3, stride=2, padding=1),
+            nn.ReLU(),
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, 1, length)).numel()

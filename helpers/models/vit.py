@@ -13,6 +13,8 @@
   final layer norm and an MLP head on the class token.
 - ``SmallCNN``: the convolutional baseline trained on the same split.
 - ``attention_rollout``, ``position_similarity``: what a trained ViT learned.
+- ``augmented_step``: a training step for ``helpers.training.fit`` with random
+  pixel shifts and label smoothing (the ViT's recipe in notebook 08).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.blocks import EncoderBlock
+from helpers.data.digits import random_shift
 
 __all__ = [
     "patchify",
@@ -33,6 +36,7 @@ __all__ = [
     "SmallCNN",
     "attention_rollout",
     "position_similarity",
+    "augmented_step",
 ]
 
 
@@ -255,7 +259,7 @@ def attention_rollout(model: VisionTransformer, images: Tensor, residual: float 
             mixed = mixed / mixed.sum(dim=-1, keepdim=True)
             rollout = mixed if rollout is None else mixed @ rollout  # later layers on the left
     finally:
-        for block, keep in zip(model.blocks, kept):
+        for block, keep in zip(model.blocks, kept, strict=True):
             block.keep_weights = keep
     cls_to_patches = rollout[:, 0, 1:]  # (B, N)
     cls_to_patches = cls_to_patches / cls_to_patches.sum(dim=-1, keepdim=True)
@@ -274,3 +278,28 @@ def position_similarity(model: VisionTransformer) -> Tensor:
     pos = F.normalize(pos, dim=-1)
     sim = pos @ pos.T  # (N, N)
     return sim.reshape(model.num_patches, model.grid_size, model.grid_size)
+
+
+def augmented_step(max_shift: int = 0, label_smoothing: float = 0.0, seed: int = 0):
+    """A ``step_fn`` for ``helpers.training.fit``: shift each batch randomly, then a label-smoothed step.
+
+    Each image of a batch ``(B, C, H, W)`` is moved by a whole number of pixels
+    in ``[-max_shift, max_shift]`` in each direction (``helpers.data.random_shift``,
+    zeros coming in), with shifts drawn from a generator seeded with ``seed``, so a
+    run is reproducible. The loss is cross-entropy with ``label_smoothing``
+    (``0`` is the plain loss of ``helpers.training.train_step``). Returns
+    ``step(model, optimizer, xb, yb) -> loss``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def step(model: nn.Module, optimizer: torch.optim.Optimizer, xb: Tensor, yb: Tensor) -> float:
+        if max_shift:
+            xb = random_shift(xb, max_shift, generator)  # (B, C, H, W)
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(xb), yb, label_smoothing=label_smoothing)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step

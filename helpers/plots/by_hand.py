@@ -60,8 +60,16 @@ def bipartite_attention(
             ax.plot([0, 1], [y_in[j], y_out[i]], ls=style, lw=width, color=colors[i], alpha=alpha, solid_capstyle="round")
             if annotate and rank < 2:
                 t = 0.8 if rank == 0 else 0.6
-                ax.text(t, y_in[j] + t * (y_out[i] - y_in[j]), f"{w[i, j]:.2f}", color=colors[i], fontsize="small",
-                        ha="center", va="center", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+                ax.text(
+                    t,
+                    y_in[j] + t * (y_out[i] - y_in[j]),
+                    f"{w[i, j]:.2f}",
+                    color=colors[i],
+                    fontsize="small",
+                    ha="center",
+                    va="center",
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
+                )
     ax.scatter(np.zeros(n_in), y_in, s=260, color="0.85", edgecolor="0.3", zorder=3)
     ax.scatter(np.ones(n_out), y_out, s=260, color=[colors[i] for i in range(n_out)], edgecolor="0.3", zorder=3)
     for j, label in enumerate(input_labels):
@@ -73,9 +81,11 @@ def bipartite_attention(
     ax.set_xlim(-0.35, 1.35)
     ax.set_ylim(-0.5, height + 1.3)
     ax.axis("off")
-    handles = [Line2D([], [], color="0.3", ls="-", lw=2, label="strongest input"),
-               Line2D([], [], color="0.3", ls="--", lw=2, label="second strongest"),
-               Line2D([], [], color="0.3", ls=":", lw=1, label="others")]
+    handles = [
+        Line2D([], [], color="0.3", ls="-", lw=2, label="strongest input"),
+        Line2D([], [], color="0.3", ls="--", lw=2, label="second strongest"),
+        Line2D([], [], color="0.3", ls=":", lw=1, label="others"),
+    ]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=3, fontsize="small", frameon=False)
     if title:
         ax.set_title(title)
@@ -105,8 +115,15 @@ def values_and_output(
     for j, label in enumerate(labels):
         below = v[j, 1] < 0  # labels point away from the centre, where the output moves
         gap = 6 + 0.5 * np.sqrt(40 + 900 * w[j])  # clear the disc, whose area grows with the weight
-        ax.annotate(f"{label}: {w[j]:.2f}", v[j], textcoords="offset points", xytext=(0, -gap if below else gap),
-                    ha="center", va="top" if below else "bottom", fontsize="small")
+        ax.annotate(
+            f"{label}: {w[j]:.2f}",
+            v[j],
+            textcoords="offset points",
+            xytext=(0, -gap if below else gap),
+            ha="center",
+            va="top" if below else "bottom",
+            fontsize="small",
+        )
     mean = v.mean(axis=0)
     out = w @ v
     ax.scatter(*mean, marker="x", s=60, color="0.5", zorder=3, label="average of the values")

@@ -39,7 +39,7 @@ def patch_windows(signal: object, patch_size: int, stride: int, highlight: Seque
     fig, (ax_sig, ax_win) = plt.subplots(2, 1, figsize=(8, 3.6), sharex=True, gridspec_kw={"height_ratios": [2, 1.4]})
     ax_sig.plot(np.arange(len(s)), s, marker=".", color="black", lw=1)
     colors = sns.color_palette(n_colors=len(highlight))
-    for color, i in zip(colors, highlight):
+    for color, i in zip(colors, highlight, strict=True):
         ax_sig.axvspan(i * stride - 0.5, i * stride + patch_size - 0.5, color=color, alpha=0.25)
     ax_sig.set(ylabel="value", title=f"{n} overlapping patches of {patch_size} samples, one every {stride}")
     for i in range(n):
@@ -59,7 +59,7 @@ def results_bars(measured: Mapping[str, float], published: Mapping[str, float] |
     ax.bar(pos - 0.2, got, width=0.4, label="measured here")
     if published:
         ax.bar(pos + 0.2, [published.get(n, np.nan) for n in names], width=0.4, label="published (Greydanus, 2020)")
-    for p, v in zip(pos, got):
+    for p, v in zip(pos, got, strict=True):
         if not np.isnan(v):
             ax.text(p - 0.2, v + 1, f"{v:.1f}", ha="center", fontsize="small")
     ax.set(xticks=pos, ylabel="test accuracy (%)", ylim=(0, 105))

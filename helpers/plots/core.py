@@ -113,7 +113,7 @@ def training_curves(histories: Mapping[str, Mapping[str, Sequence[float]]], titl
     """
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.6))
     palette = sns.color_palette(n_colors=max(3, len(histories)))
-    for color, (name, hist) in zip(palette, histories.items()):
+    for color, (name, hist) in zip(palette, histories.items(), strict=False):  # at least 3 colours, maybe more
         epochs = np.arange(1, len(hist["train_loss"]) + 1)
         ax_loss.plot(epochs, hist["train_loss"], color=color, label=f"{name} train")
         ax_loss.plot(epochs, hist["val_loss"], color=color, ls="--", label=f"{name} validation")

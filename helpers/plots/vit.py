@@ -37,16 +37,34 @@ def image_patches(image: object, patch_size: int, patches: object | None = None,
     _grid_lines(ax, height, patch_size)
     for n in range((height // patch_size) * grid_w):
         r, c = divmod(n, grid_w)
-        ax.text(c * patch_size + patch_size / 2 - 0.5, r * patch_size + patch_size / 2 - 0.5, str(n),
-                ha="center", va="center", color="tab:red", fontsize=9, fontweight="bold",
-                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+        ax.text(
+            c * patch_size + patch_size / 2 - 0.5,
+            r * patch_size + patch_size / 2 - 0.5,
+            str(n),
+            ha="center",
+            va="center",
+            color="tab:red",
+            fontsize=9,
+            fontweight="bold",
+            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
+        )
     ax.set(xticks=[], yticks=[], title=f"{height} x {width} image, {patch_size} x {patch_size} patches")
     ax.grid(False)
     if patches is not None:
         mat = to_numpy(patches)
         ax2 = axes[0, 1]
-        sns.heatmap(mat, ax=ax2, cmap="gray_r", vmin=0, vmax=1, cbar=False, linewidths=0.5, linecolor="white",
-                    yticklabels=list(range(mat.shape[0])), xticklabels=list(range(mat.shape[1])))
+        sns.heatmap(
+            mat,
+            ax=ax2,
+            cmap="gray_r",
+            vmin=0,
+            vmax=1,
+            cbar=False,
+            linewidths=0.5,
+            linecolor="white",
+            yticklabels=list(range(mat.shape[0])),
+            xticklabels=list(range(mat.shape[1])),
+        )
         ax2.set(xlabel="value within the patch (row-major)", ylabel="patch", title=f"patchify: ({mat.shape[0]}, {mat.shape[1]})")
         ax2.tick_params(axis="y", labelrotation=0, labelsize=7)
     if title:
@@ -139,8 +157,18 @@ def confusion_heatmap(
     counts = np.zeros((num_classes, num_classes), dtype=int)
     np.add.at(counts, (t, p), 1)
     ax = ax if ax is not None else plt.gca()
-    sns.heatmap(counts, annot=True, fmt="d", cmap="Blues", cbar=False, ax=ax, square=True,
-                mask=counts == 0, linewidths=0.5, linecolor="0.9")
+    sns.heatmap(
+        counts,
+        annot=True,
+        fmt="d",
+        cmap="Blues",
+        cbar=False,
+        ax=ax,
+        square=True,
+        mask=counts == 0,
+        linewidths=0.5,
+        linecolor="0.9",
+    )
     ax.set(xlabel="predicted digit", ylabel="true digit")
     ax.grid(False)
     ax.tick_params(axis="y", labelrotation=0)

@@ -1,0 +1,184 @@
+"""The check of notebook 04's exercise 4.1: every head's scores from the un-split projections (check_head_scores)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.checks import check_head_scores, check_multi_head_columns
+from tests.conftest import assert_caught, assert_not_attempted
+
+
+def scores_einsum(q, k, num_heads):  # the notebook's solution
+    return torch.einsum("bnhk,bmhk->bhnm", q.unflatten(-1, (num_heads, -1)), k.unflatten(-1, (num_heads, -1))) / math.sqrt(
+        q.shape[-1] // num_heads
+    )
+
+
+def scores_view_transpose(q, k, num_heads):  # another right answer
+    b, n, d = q.shape
+    m = k.shape[1]
+    qh = q.view(b, n, num_heads, d // num_heads).transpose(1, 2)
+    kh = k.view(b, m, num_heads, d // num_heads).transpose(1, 2)
+    return qh @ kh.transpose(-2, -1) / (d // num_heads) ** 0.5
+
+
+def scores_loop(q, k, num_heads):  # a loop over heads is right too
+    d_k = q.shape[-1] // num_heads
+    return torch.stack(
+        [q[..., h * d_k : (h + 1) * d_k] @ k[..., h * d_k : (h + 1) * d_k].transpose(-2, -1) for h in range(num_heads)], dim=1
+    ) / math.sqrt(d_k)
+
+
+def stub(q, k, num_heads):
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _sdk(q, h):
+    return math.sqrt(q.shape[-1] // h)
+
+
+def _u(x, h):
+    return x.unflatten(-1, (h, -1))
+
+
+WRONG = {
+    "no_scale": (lambda q, k, h: torch.einsum("bnhk,bmhk->bhnm", _u(q, h), _u(k, h)), ["not scaled", "sqrt(d_k)"]),
+    "sqrt_d_model": (
+        lambda q, k, h: torch.einsum("bnhk,bmhk->bhnm", _u(q, h), _u(k, h)) / math.sqrt(q.shape[-1]),
+        ["1/sqrt(d_model)"],
+    ),
+    "divided_by_d_k": (
+        lambda q, k, h: torch.einsum("bnhk,bmhk->bhnm", _u(q, h), _u(k, h)) / (q.shape[-1] // h),
+        ["divided by d_k instead of sqrt"],
+    ),
+    "multiplied": (lambda q, k, h: torch.einsum("bnhk,bmhk->bhnm", _u(q, h), _u(k, h)) * _sdk(q, h), ["multiplied by sqrt(d_k)"]),
+    "softmax": (lambda q, k, h: torch.softmax(scores_einsum(q, k, h), dim=-1), ["attention weights", "before any softmax"]),
+    "softmax_queries": (lambda q, k, h: torch.softmax(scores_einsum(q, k, h), dim=-2), ["before any softmax"]),
+    "swapped": (lambda q, k, h: scores_einsum(k, q, h), ["queries and keys are swapped"]),
+    "summed_heads": (lambda q, k, h: torch.einsum("bnhk,bmhk->bnm", _u(q, h), _u(k, h)) / _sdk(q, h), ["heads were summed"]),
+    "order_bnhm": (lambda q, k, h: torch.einsum("bnhk,bmhk->bnhm", _u(q, h), _u(k, h)) / _sdk(q, h), ["wrong order"]),
+    "merged_batch_heads": (lambda q, k, h: scores_einsum(q, k, h).flatten(0, 1), ["batch and heads are merged"]),
+    "trap": (
+        lambda q, k, h: (
+            q.reshape(q.shape[0], h, q.shape[1], -1) @ k.reshape(k.shape[0], h, k.shape[1], -1).transpose(-2, -1) / _sdk(q, h)
+        ),
+        ["view-versus-transpose trap"],
+    ),
+    "strided": (
+        lambda q, k, h: torch.einsum("bnkh,bmkh->bhnm", q.unflatten(-1, (-1, h)), k.unflatten(-1, (-1, h))) / _sdk(q, h),
+        ["strided"],
+    ),
+    "reversed": (lambda q, k, h: scores_einsum(q, k, h).flip(1), ["reverse order"]),
+    "not_split": (lambda q, k, h: (q @ k.transpose(-2, -1) / _sdk(q, h))[:, None].expand(-1, h, -1, -1), ["not split"]),
+    "queries_twice": (lambda q, k, h: scores_einsum(q, q, h), ["queries were compared with themselves"]),
+    "hard_coded_heads": (lambda q, k, h: scores_einsum(q, k, 3), ["do not hard-code"]),
+    "hard_coded_walkthrough": (lambda q, k, h: scores_einsum(q, k, 12), ["raised RuntimeError"]),
+    "numpy": (lambda q, k, h: scores_einsum(q, k, h).numpy(), ["torch.Tensor", "ndarray"]),
+    "float_cast": (lambda q, k, h: scores_einsum(q.float(), k.float(), h), ["dtype"]),
+    "nan": (lambda q, k, h: scores_einsum(q, k, h) * float("nan"), ["NaN"]),
+    "in_place": (lambda q, k, h: scores_einsum(q.mul_(1.0).div_(2.0), k, h), ["in place"]),
+}
+
+
+@pytest.mark.parametrize("answer", [scores_einsum, scores_view_transpose, scores_loop])
+def test_right_answers_pass(answer):
+    assert check_head_scores(answer) is True
+
+
+def test_not_attempted(capsys):
+    assert_not_attempted(check_head_scores, stub, capsys)
+    assert_not_attempted(check_head_scores, ..., capsys)
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_wrong_answers_caught(name):
+    fn, phrases = WRONG[name]
+    assert_caught(check_head_scores, fn, *phrases)
+
+
+def test_catalogue_size():
+    assert len(WRONG) >= 6
+
+
+def test_check_leaves_the_notebook_random_stream_alone():
+    torch.manual_seed(0)
+    before = torch.rand(3)
+    torch.manual_seed(0)
+    check_head_scores(scores_einsum)
+    assert torch.equal(torch.rand(3), before)
+    assert np.isfinite(before.numpy()).all()
+
+
+# ------------------------------------------------------------------ multi-head attention in the numerator layout
+
+
+def columns_ok(X, W_q, W_k, W_v, W_o, num_heads):  # the notebook's solution
+    d_k = X.shape[0] // num_heads
+    stacked = []
+    for i in range(num_heads):
+        rows = slice(i * d_k, (i + 1) * d_k)
+        Q_i, K_i, V_i = W_q[rows] @ X, W_k[rows] @ X, W_v[rows] @ X
+        stacked.append(V_i @ torch.softmax(K_i.T @ Q_i / math.sqrt(d_k), dim=0))
+    return W_o @ torch.cat(stacked, dim=0)
+
+
+def columns_by_rows(X, W_q, W_k, W_v, W_o, num_heads):  # another right answer: the row layout, transposed twice
+    d_model, n = X.shape
+    d_k = d_model // num_heads
+    q, k, v = ((X.T @ W.T).view(n, num_heads, d_k).transpose(0, 1) for W in (W_q, W_k, W_v))
+    heads = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1) @ v  # (h, n, d_k)
+    return (heads.transpose(0, 1).reshape(n, d_model) @ W_o.T).T
+
+
+def columns_stub(X, W_q, W_k, W_v, W_o, num_heads):
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _cols(**knobs):
+    from helpers.checks.heads import _columns
+
+    return lambda X, W_q, W_k, W_v, W_o, h: _columns(X, W_q, W_k, W_v, W_o, h, **knobs)
+
+
+COLUMNS_WRONG = {
+    "softmax_rows": (_cols(dim=1), ["over each row", "dim 0"]),
+    "no_scale": (_cols(scale=1.0), ["not scaled"]),
+    "sqrt_d_model": (_cols(scale="d_model"), ["1/sqrt(d_model)"]),
+    "q_t_k": (_cols(order="qk"), ["Q_i^T K_i instead of K_i^T Q_i"]),
+    "row_layout_weights": (_cols(order="qk", dim=1), ["row layout"]),
+    "no_w_o": (_cols(use_wo="none"), ["W_o is missing"]),
+    "w_o_transposed": (_cols(use_wo="wo_t"), ["W_o is transposed"]),
+    "strided": (_cols(rows="strided"), ["strided"]),
+    "values_from_w_k": (_cols(values="k"), ["values were computed with W_k"]),
+    "keys_from_w_q": (_cols(keys="q"), ["keys were computed with W_q"]),
+    "transposed_output": (lambda *a: columns_ok(*a).T, ["H is transposed"]),
+    "heads_summed": (
+        lambda X, W_q, W_k, W_v, W_o, h: sum(_cols(use_wo="none")(X, W_q, W_k, W_v, W_o, h).chunk(h, dim=0)),
+        ["heads' outputs were added"],
+    ),
+    "side_by_side": (
+        lambda X, W_q, W_k, W_v, W_o, h: torch.cat(_cols(use_wo="none")(X, W_q, W_k, W_v, W_o, h).chunk(h, dim=0), dim=1),
+        ["side by side"],
+    ),
+    "numpy": (lambda *a: columns_ok(*a).numpy(), ["ndarray"]),
+}
+
+
+@pytest.mark.parametrize("answer", [columns_ok, columns_by_rows])
+def test_columns_right_answers_pass(answer):
+    assert check_multi_head_columns(answer) is True
+
+
+def test_columns_not_attempted(capsys):
+    assert_not_attempted(check_multi_head_columns, columns_stub, capsys)
+    assert_not_attempted(check_multi_head_columns, ..., capsys)
+
+
+@pytest.mark.parametrize("name", COLUMNS_WRONG)
+def test_columns_wrong_answers_caught(name):
+    fn, phrases = COLUMNS_WRONG[name]
+    assert_caught(check_multi_head_columns, fn, *phrases)

@@ -1,0 +1,134 @@
+"""helpers.claims: a passing claim prints one machine-independent line; a failing one raises ClaimFailed with the numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.claims import (
+    ClaimFailed,
+    claim,
+    claim_all_at_least,
+    claim_at_least,
+    claim_at_most,
+    claim_between,
+    claim_greater,
+)
+
+# Measured values with digits that appear in no bound, so a leak into a passing line shows.
+PASSING = [
+    (lambda v: claim_at_least("test accuracy", v, 97.0, unit="%"), 98.7654321, "✔ claim holds: test accuracy is at least 97%"),
+    (lambda v: claim_at_most("validation loss", v, 0.5), 0.1234567, "✔ claim holds: validation loss is at most 0.5"),
+    (
+        lambda v: claim_between("mean accuracy", v, 90.0, 99.5, unit="%"),
+        93.4567891,
+        "✔ claim holds: mean accuracy is between 90% and 99.5%",
+    ),
+    (
+        lambda v: claim_greater("transformer", v, "GRU", 88.8123456, margin=1.0, unit="%"),
+        98.3456789,
+        "✔ claim holds: transformer exceeds GRU by more than 1%",
+    ),
+    (
+        lambda v: claim_all_at_least("seed's accuracy", [v, v + 0.1111], 97.0, unit="%"),
+        98.3456789,
+        "✔ claim holds: every seed's accuracy is at least 97%",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, value, line", PASSING)
+def test_a_passing_claim_prints_one_line_without_the_measured_digits(call, value, line, capsys):
+    assert call(value) is True
+    out = capsys.readouterr().out
+    assert out == line + "\n"
+    for digits in ("8765", "1234", "4567", "3456", "8123", "4567"):
+        assert digits not in out
+
+
+def test_the_line_is_the_same_for_any_value_that_passes(capsys):
+    claim_at_least("accuracy", 97.01, 97, unit="%")
+    first = capsys.readouterr().out
+    claim_at_least("accuracy", torch.tensor(99.9), 97, unit="%")  # a one-element tensor works too
+    claim_at_least("accuracy", np.float32(97.0), 97, unit="%")  # the bound itself passes
+    assert capsys.readouterr().out == first * 2
+
+
+FAILING = [
+    (lambda: claim_at_least("test accuracy", 96.54321, 97.0, unit="%"), ["test accuracy", "96.5432", "below 97%"]),
+    (lambda: claim_at_most("validation loss", 0.654321, 0.5), ["validation loss", "0.654321", "above 0.5"]),
+    (lambda: claim_between("mean accuracy", 99.87654, 90.0, 99.5, unit="%"), ["mean accuracy", "99.8765", "outside [90, 99.5]%"]),
+    (lambda: claim_between("mean accuracy", 89.0, 90.0, 99.5), ["89", "outside [90, 99.5]"]),
+    (
+        lambda: claim_greater("transformer", 96.5, "GRU", 95.9, margin=1.0, unit="%"),
+        ["transformer 96.5%", "GRU 95.9%", "by more than 1%"],
+    ),
+    (lambda: claim_greater("a", 1.0, "b", 1.0), ["a 1, b 1", "a exceeds b"]),
+    (lambda: claim_all_at_least("seed's accuracy", [98.0, 96.25, 97.5], 97.0), ["lowest 96.25 of 3", "98, 96.25, 97.5"]),
+    (lambda: claim("the loss stays near chance", False, evidence="loss 0.123"), ["the loss stays near chance", "loss 0.123"]),
+    (lambda: claim("the loss stays near chance", torch.tensor(0.5) > 2.0), ["the loss stays near chance", "does not hold"]),
+]
+
+
+@pytest.mark.parametrize("call, phrases", FAILING)
+def test_a_failing_claim_raises_with_the_measured_numbers(call, phrases, capsys):
+    with pytest.raises(ClaimFailed) as info:
+        call()
+    message = str(info.value)
+    for phrase in phrases:
+        assert phrase in message, f"expected {phrase!r} in {message!r}"
+    assert capsys.readouterr().out == ""  # nothing that looks like a verdict was printed
+    assert isinstance(info.value, AssertionError)
+    assert message in "".join(info.value._render_traceback_())  # Jupyter shows the message, not a traceback
+
+
+NAN_CALLS = [
+    lambda nan: claim_at_least("accuracy", nan, 97.0),
+    lambda nan: claim_at_most("loss", nan, 0.5),
+    lambda nan: claim_between("accuracy", nan, 0.0, 100.0),
+    lambda nan: claim_greater("transformer", nan, "GRU", 90.0),
+    lambda nan: claim_greater("transformer", 98.0, "GRU", nan),
+    lambda nan: claim_all_at_least("seed's accuracy", [98.0, nan], 0.0),
+    lambda nan: claim("the loss fell", nan < 1.0),
+]
+
+
+@pytest.mark.parametrize("nan", [float("nan"), np.float64("nan"), torch.tensor(float("nan"))], ids=["float", "numpy", "tensor"])
+@pytest.mark.parametrize("call", NAN_CALLS)
+def test_nan_is_a_failure(call, nan):
+    with pytest.raises(ClaimFailed):
+        call(nan)
+
+
+def test_nan_names_the_divergence():
+    with pytest.raises(ClaimFailed, match="accuracy is NaN"):
+        claim_at_least("accuracy", math.nan, 97.0)
+
+
+def test_not_a_number_and_not_a_boolean_fail_clearly():
+    with pytest.raises(ClaimFailed, match="expected a number, got str"):
+        claim_at_least("accuracy", "high", 97.0)
+    with pytest.raises(ClaimFailed, match="expected a number, got NoneType"):
+        claim_at_most("loss", None, 1.0)
+    with pytest.raises(ClaimFailed, match="single boolean"):
+        claim("every seed is above 97%", torch.tensor([True, False]))
+
+
+def test_no_values_is_a_failure_not_a_crash():
+    with pytest.raises(ClaimFailed, match="no values"):
+        claim_all_at_least("seed's accuracy", [], 97.0)
+
+
+def test_boolean_like_truth_values(capsys):
+    assert claim("the run converged", np.bool_(True)) is True
+    assert claim("the run converged", torch.tensor(True)) is True
+    assert capsys.readouterr().out == "✔ claim holds: the run converged\n" * 2
+
+
+def test_bounds_are_written_as_the_prose_writes_them(capsys):
+    claim_at_most("residual", 1e-13, 1e-6)
+    claim_greater("a", 2.0, "b", 1.0)  # no margin: no "by more than"
+    assert capsys.readouterr().out == "✔ claim holds: residual is at most 1e-06\n✔ claim holds: a exceeds b\n"

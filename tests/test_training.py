@@ -1,0 +1,167 @@
+"""helpers.training: fit records per-epoch validation numbers, is reproducible with a seed, follows the model's
+device; evaluate returns the mean cross-entropy and the accuracy; the warm-up + cosine schedule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers.training import History, count_parameters, evaluate, fit, train_step, warmup_cosine
+
+
+def _data(n: int = 96, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=g)  # (n, 6)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()  # (n,) three classes, learnable
+    return x, y
+
+
+def _model(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
+
+
+def _fit(model: nn.Module, **kwargs) -> History:
+    x, y = _data()
+    xv, yv = _data(40, seed=1)
+    return fit(model, x, y, xv, yv, **{"epochs": 3, "lr": 1e-2, "batch_size": 32, "progress": False, **kwargs})
+
+
+def test_fit_records_training_and_validation_numbers_every_epoch():
+    hist = _fit(_model(), epochs=4)
+    for key in ("train_loss", "train_acc", "val_loss", "val_acc"):
+        assert len(hist[key]) == 4, key
+        assert all(isinstance(v, float) for v in hist[key])
+    assert all(0.0 <= a <= 1.0 for a in hist.train_acc + hist.val_acc)
+    assert all(v > 0 for v in hist.train_loss + hist.val_loss)
+    assert hist.final_val_acc == hist.val_acc[-1]
+    assert hist.seconds > 0
+    assert not hasattr(hist, "test_acc")  # the test set is evaluated once, outside fit
+
+
+def test_fit_learns():
+    hist = _fit(_model(), epochs=15, lr=3e-2)
+    assert hist.train_loss[-1] < hist.train_loss[0]
+    assert hist.val_acc[-1] > 0.7
+
+
+def test_validation_numbers_are_those_of_evaluate_on_the_validation_split():
+    model = _model()
+    hist = _fit(model)
+    xv, yv = _data(40, seed=1)
+    assert evaluate(model, xv, yv) == (hist.val_loss[-1], hist.val_acc[-1])
+    x, y = _data()
+    assert evaluate(model, x, y) == (hist.train_loss[-1], hist.train_acc[-1])
+
+
+def test_fit_is_reproducible_with_a_seed():
+    # the seed orders the batches; dropout draws from torch's global generator, seeded with the model (_model)
+    a = _model()
+    ha = _fit(a, seed=3)
+    b = _model()
+    hb = _fit(b, seed=3)
+    assert (ha.train_loss, ha.val_loss, ha.val_acc) == (hb.train_loss, hb.val_loss, hb.val_acc)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    hc = _fit(_model(), seed=4)  # another seed shuffles the batches differently
+    assert hc.train_loss != ha.train_loss
+
+
+def test_fit_calls_step_fn_once_per_batch_on_the_models_device():
+    seen = []
+
+    def step(model, optimizer, x, y):
+        seen.append((x.shape[0], x.device, y.device))
+        return train_step(model, optimizer, x, y)
+
+    model = _model()
+    _fit(model, epochs=2, batch_size=40, step_fn=step)  # 96 examples: batches of 40, 40, 16
+    assert [n for n, _, _ in seen] == [40, 40, 16] * 2
+    device = next(model.parameters()).device
+    assert all(xd == device and yd == device for _, xd, yd in seen)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_fit_and_evaluate_follow_a_cuda_model():
+    x, y = _data()
+    xv, yv = _data(40, seed=1)
+    model = _model().cuda()
+    hist = fit(model, x, y, xv.cuda(), yv.cuda(), epochs=2, batch_size=32, progress=False)  # CPU or GPU data alike
+    assert len(hist.val_acc) == 2
+    assert next(model.parameters()).is_cuda
+    loss, acc = evaluate(model, x, y)
+    assert 0.0 <= acc <= 1.0 and loss > 0
+
+
+def test_evaluate_returns_mean_cross_entropy_and_accuracy_over_batches():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    x = torch.randn(7, 4)
+    y = torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    with torch.no_grad():
+        logits = model(x)
+    loss, acc = evaluate(model, x, y, batch_size=3)  # batches of 3, 3, 1: the mean is over examples, not batches
+    assert loss == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-6)
+    assert acc == (logits.argmax(-1) == y).sum().item() / 7
+    assert isinstance(loss, float) and isinstance(acc, float)
+
+
+def test_evaluate_switches_to_eval_mode_and_keeps_gradients_off():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Dropout(0.5))
+    x, y = torch.randn(10, 4), torch.zeros(10, dtype=torch.long)
+    first = evaluate(model, x, y)
+    assert not model.training
+    assert evaluate(model, x, y) == first  # dropout off: the same numbers twice
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_evaluate_exact_accuracy():
+    class Fixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dummy = nn.Parameter(torch.zeros(()))
+
+        def forward(self, x):
+            return x  # the inputs are the logits
+
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 2.0]])
+    y = torch.tensor([0, 1, 1, 1])
+    loss, acc = evaluate(Fixed(), logits, y)
+    assert acc == 0.75
+    assert loss == pytest.approx(F.cross_entropy(logits, y).item())
+
+
+def test_train_step_returns_the_loss_and_updates():
+    model = _model()
+    x, y = _data(32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in model.parameters()]
+    model.eval()
+    loss = train_step(model, optimizer, x, y)
+    assert isinstance(loss, float) and loss > 0
+    assert model.training
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+
+
+def test_warmup_cosine_schedule():
+    optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
+    scheduler = warmup_cosine(optimizer, warmup_steps=4, total_steps=12)
+    lrs = []
+    for _ in range(13):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert lrs[4] == pytest.approx(1.0)
+    assert lrs[8] == pytest.approx(0.5)  # half-way through the decay
+    assert lrs[12] == pytest.approx(0.0, abs=1e-12)
+    assert all(a >= b for a, b in zip(lrs[4:], lrs[5:], strict=False))
+
+
+def test_count_parameters_counts_trainable_only():
+    model = nn.Linear(4, 3)  # 12 + 3
+    assert count_parameters(model) == 15
+    model.bias.requires_grad_(False)
+    assert count_parameters(model) == 12
