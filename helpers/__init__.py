@@ -7,12 +7,14 @@ Modules, one job each:
 
 - ``helpers.attention``  softmax, scaled dot-product attention, masks, multi-head attention
 - ``helpers.blocks``     positional encodings, layer norm, feed-forward, encoder and decoder blocks
-- ``helpers.models``     full models (classifier, Vision Transformer)
+- ``helpers.models``     full models (classifier, Vision Transformer, pretrained encoder, translator)
 - ``helpers.data``       data sets, generated or shipped, checked on load
 - ``helpers.training``   one training loop and evaluation
 - ``helpers.plots``      attention heatmaps, head grids, training curves
 - ``helpers.checks``     the exercise checks
 - ``helpers.student``    builds student notebooks from solution notebooks
+- ``helpers.grading``    nbgrader for instructors: the instructor copy of the solution notebooks, the hidden tests' helpers
+- ``helpers.website``    builds the course as a static website (Sphinx + MyST-NB)
 """
 
 from __future__ import annotations

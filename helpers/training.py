@@ -99,7 +99,7 @@ def fit(
     seed: int = 0,
     progress: bool = True,
     step_fn=train_step,
-    eval_train: bool = True,
+    eval_train: bool | int = True,
 ) -> History:
     """Train ``model`` with AdamW and warm-up + cosine decay; evaluate on ``(x_val, y_val)`` after every epoch.
 
@@ -112,12 +112,16 @@ def fit(
     hides the bar. The device is the model's: batches (on any device) are
     moved to it.
 
-    Two savings for runs whose per-epoch numbers nobody reads:
+    Savings for runs whose per-epoch numbers nobody reads:
     ``eval_train=False`` skips the evaluation on the training data (``train_*``
-    stay empty), and ``x_val=y_val=None`` trains without validation, as the
+    stay empty), ``eval_train=n`` (an int) measures it on the first ``n``
+    training examples only (an estimate of the training curve at a fraction of
+    the cost), and ``x_val=y_val=None`` trains without validation, as the
     final run of a chosen configuration on training + validation data does
     (``val_*`` stay empty).
     """
+    if not isinstance(eval_train, bool) and (not isinstance(eval_train, int) or eval_train < 1):
+        raise ValueError(f"eval_train must be True, False or a number of training examples >= 1, got {eval_train!r}")
     if (x_val is None) != (y_val is None):
         raise ValueError("pass both x_val and y_val, or neither (a final run on training + validation data)")
     device = next(model.parameters()).device
@@ -138,7 +142,8 @@ def fit(
             scheduler.step()
         postfix = {}
         if eval_train:
-            train_loss, train_acc = evaluate(model, x_train, y_train)
+            n_eval = len(x_train) if eval_train is True else eval_train
+            train_loss, train_acc = evaluate(model, x_train[:n_eval], y_train[:n_eval])
             history.train_loss.append(train_loss)
             history.train_acc.append(train_acc)
             postfix["loss"] = f"{train_loss:.3f}"

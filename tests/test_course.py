@@ -299,3 +299,21 @@ def test_setups_runs_the_solutions_under_every_setup(monkeypatch, capsys):
     assert course.setups({}, []) == 1
     assert [env.get("ATEN_CPU_CAPABILITY") for _, env in calls] == [None, "avx2", "default"]
     assert "avx2     FAILED" in capsys.readouterr().out
+
+
+# --- for instructors: nbgrader and the website ---------------------------------------------------------------------
+
+
+def test_nbgrader_writes_and_releases_notebooks_or_runs_an_nbgrader_command(monkeypatch):
+    calls = _fake_pytest(monkeypatch, [0, 0, 0])
+    assert course.nbgrader({}, []) == 0 and calls[-1][0][1:] == ["-m", "helpers.grading", "--release"]
+    assert course.nbgrader({}, ["01", "02_attention_by_hand"]) == 0 and calls[-1][0][-2:] == ["01", "02_attention_by_hand"]
+    assert course.nbgrader({}, ["autograde", "01_attention_shapes"]) == 0
+    assert calls[-1][0][1:] == ["-m", "nbgrader", "autograde", "01_attention_shapes"]
+
+
+def test_site_builds_into_the_git_ignored_site_folder(monkeypatch):
+    calls = _fake_pytest(monkeypatch, [0])
+    assert course.site({}, []) == 0 and calls[0][0][1:] == ["-m", "helpers.website"]
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/_site/" in ignored and "/grading/" in ignored

@@ -183,3 +183,36 @@ def test_augmented_step_smooths_labels_and_shifts_reproducibly():
         step = augmented_step(1, 0.1, seed=5)
         losses.append([step(model, opt, xb, yb) for _ in range(3)])
     assert losses[0] == losses[1]
+
+
+def test_mixup_blends_each_image_with_a_permuted_partner_reproducibly():
+    import numpy as np
+
+    from helpers.data import mixup
+
+    images = torch.rand(6, 1, 8, 8)
+    mixed, perm, lam = mixup(images, 0.4, np.random.default_rng(7))
+    assert mixed.shape == images.shape and 0.0 <= lam <= 1.0
+    assert sorted(perm.tolist()) == list(range(6))
+    torch.testing.assert_close(mixed, lam * images + (1 - lam) * images[perm])
+    again, perm2, lam2 = mixup(images, 0.4, np.random.default_rng(7))
+    assert lam2 == lam and torch.equal(perm2, perm) and torch.equal(again, mixed)
+    with pytest.raises(ValueError, match="alpha > 0"):
+        mixup(images, 0.0, np.random.default_rng(0))
+
+
+def test_augmented_step_with_mixup_blends_the_losses_of_both_labels():
+    import numpy as np
+
+    from helpers.data import mixup
+    from helpers.models import augmented_step
+
+    model, opt, xb, yb = _model_and_batch()
+    mixed, perm, lam = mixup(xb, 0.3, np.random.default_rng(11))
+    with torch.no_grad():
+        logits = model.train()(mixed)
+        expected = lam * F.cross_entropy(logits, yb, label_smoothing=0.1) + (1 - lam) * F.cross_entropy(
+            logits, yb[perm], label_smoothing=0.1
+        )
+    loss = augmented_step(0, 0.1, seed=11, mixup_alpha=0.3)(model, opt, xb, yb)
+    assert abs(loss - expected.item()) < 1e-6

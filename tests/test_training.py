@@ -165,3 +165,14 @@ def test_count_parameters_counts_trainable_only():
     assert count_parameters(model) == 15
     model.bias.requires_grad_(False)
     assert count_parameters(model) == 12
+
+
+def test_eval_train_n_measures_the_training_curve_on_the_first_n_examples():
+    x, y = _data()
+    model = _model()
+    hist = _fit(model, epochs=1, eval_train=40)
+    assert (hist.train_loss[-1], hist.train_acc[-1]) == evaluate(model, x[:40], y[:40])
+    assert _fit(_model(), epochs=1, eval_train=False).train_loss == []
+    for bad in (0, -3, 2.5, "all"):
+        with pytest.raises(ValueError, match="eval_train"):
+            _fit(_model(), epochs=1, eval_train=bad)

@@ -38,7 +38,7 @@ def _steps(job: dict, uses: str) -> list[dict]:
 def test_workflows_are_valid(tmp_path):
     """One run of the validator (a few seconds): our workflows pass, and a broken one beside them is caught."""
     pytest.importorskip("check_jsonschema", reason="check-jsonschema is installed from requirements.txt")
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "weekly.yml"}
+    assert {p.name for p in WORKFLOWS} == {"ci.yml", "weekly.yml", "pages.yml"}  # pages.yml: tests/test_site.py
     broken = tmp_path / "broken.yml"
     broken.write_text("name: x\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    stepz:\n      - run: echo\n")
     result = _validate(*WORKFLOWS, broken)

@@ -19,10 +19,12 @@ from helpers.checks import (
     by_hand,
     classifier,
     heads,
+    lm,
     multihead,
     positional,
     pretrained,
     properties,
+    seq2seq,
     shapes,
     vit,
 )
@@ -32,12 +34,28 @@ from helpers.checks.blocks import *  # noqa: F401,F403
 from helpers.checks.by_hand import *  # noqa: F401,F403
 from helpers.checks.classifier import *  # noqa: F401,F403
 from helpers.checks.heads import *  # noqa: F401,F403
+from helpers.checks.lm import *  # noqa: F401,F403
 from helpers.checks.multihead import *  # noqa: F401,F403
 from helpers.checks.positional import *  # noqa: F401,F403
 from helpers.checks.pretrained import *  # noqa: F401,F403
 from helpers.checks.properties import *  # noqa: F401,F403
+from helpers.checks.seq2seq import *  # noqa: F401,F403
 from helpers.checks.shapes import *  # noqa: F401,F403
 from helpers.checks.vit import *  # noqa: F401,F403
 
-_MODULES = (attention, blocks, by_hand, classifier, heads, multihead, positional, pretrained, properties, shapes, vit)
+_MODULES = (
+    attention,
+    blocks,
+    by_hand,
+    classifier,
+    heads,
+    lm,
+    multihead,
+    positional,
+    pretrained,
+    properties,
+    seq2seq,
+    shapes,
+    vit,
+)
 __all__ = ["ExerciseFailed", "use_reference", *(name for module in _MODULES for name in module.__all__)]

@@ -7,3 +7,5 @@ clear message for a missing or corrupted file.
 from helpers.data.common import *  # noqa: F401,F403
 from helpers.data.digits import *  # noqa: F401,F403
 from helpers.data.mnist1d import *  # noqa: F401,F403
+from helpers.data.text import *  # noqa: F401,F403
+from helpers.data.translation import *  # noqa: F401,F403

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from helpers.data.common import DataError
 
-__all__ = ["DigitsSplit", "load_digits_arrays", "load_digits_split", "random_shift", "DIGITS_SHA256"]
+__all__ = ["DigitsSplit", "load_digits_arrays", "load_digits_split", "random_shift", "mixup", "DIGITS_SHA256"]
 
 #: SHA-256 of the pixel values (uint8, row-major (1797, 64)) followed by the labels (uint8, (1797,)).
 DIGITS_SHA256 = "87ff0c9e40dc7e2c0e34e7257799c2e3f3aec1a016363bb11cad869ec428a826"
@@ -115,3 +115,20 @@ def random_shift(images: Tensor, max_shift: int = 1, generator: torch.Generator 
     batch_idx = torch.arange(batch, device=images.device)[:, None, None]  # (B, 1, 1)
     shifted = padded.permute(0, 2, 3, 1)[batch_idx, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C)
     return shifted.permute(0, 3, 1, 2).contiguous()  # (B, C, H, W)
+
+
+def mixup(images: Tensor, alpha: float, rng: np.random.Generator) -> tuple[Tensor, Tensor, float]:
+    """Blend every image of a batch with another one of the same batch: mixup (Zhang et al., 2018).
+
+    Draws a weight ``lam`` from Beta(alpha, alpha) and a permutation ``perm`` of the batch, both from
+    ``rng`` (so a seeded run is reproducible), and returns ``(lam * images + (1 - lam) * images[perm],
+    perm, lam)``: images ``(B, C, H, W)`` (any shape with the batch first) -> the same shape, perm ``(B,)``.
+    Train on the blend with the same blend of the two losses,
+    ``lam * CE(logits, y) + (1 - lam) * CE(logits, y[perm])``. Small ``alpha`` puts ``lam`` near 0 or 1
+    (mostly one image, a little of another); ``alpha = 1`` draws it uniformly.
+    """
+    if alpha <= 0:
+        raise ValueError(f"mixup needs alpha > 0, got {alpha}")
+    lam = float(rng.beta(alpha, alpha))
+    perm = torch.from_numpy(rng.permutation(len(images))).to(images.device)
+    return lam * images + (1.0 - lam) * images[perm], perm, lam

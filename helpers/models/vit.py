@@ -14,17 +14,18 @@
 - ``SmallCNN``: the convolutional baseline trained on the same split.
 - ``attention_rollout``, ``position_similarity``: what a trained ViT learned.
 - ``augmented_step``: a training step for ``helpers.training.fit`` with random
-  pixel shifts and label smoothing (the ViT's recipe in notebook 08).
+  pixel shifts, mixup and label smoothing (the ViT's recipe in notebook 08).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.blocks import EncoderBlock
-from helpers.data.digits import random_shift
+from helpers.data.digits import mixup, random_shift
 
 __all__ = [
     "patchify",
@@ -280,24 +281,34 @@ def position_similarity(model: VisionTransformer) -> Tensor:
     return sim.reshape(model.num_patches, model.grid_size, model.grid_size)
 
 
-def augmented_step(max_shift: int = 0, label_smoothing: float = 0.0, seed: int = 0):
-    """A ``step_fn`` for ``helpers.training.fit``: shift each batch randomly, then a label-smoothed step.
+def augmented_step(max_shift: int = 0, label_smoothing: float = 0.0, seed: int = 0, mixup_alpha: float = 0.0):
+    """A ``step_fn`` for ``helpers.training.fit``: shift and mix each batch randomly, then a label-smoothed step.
 
     Each image of a batch ``(B, C, H, W)`` is moved by a whole number of pixels
     in ``[-max_shift, max_shift]`` in each direction (``helpers.data.random_shift``,
-    zeros coming in), with shifts drawn from a generator seeded with ``seed``, so a
-    run is reproducible. The loss is cross-entropy with ``label_smoothing``
-    (``0`` is the plain loss of ``helpers.training.train_step``). Returns
-    ``step(model, optimizer, xb, yb) -> loss``.
+    zeros coming in). With ``mixup_alpha > 0`` the batch is then blended with a
+    shuffled copy of itself (``helpers.data.mixup``) and the loss is the same blend
+    of the losses against both images' labels. Shifts and blends are drawn from
+    generators seeded with ``seed``, so a run is reproducible. The loss is
+    cross-entropy with ``label_smoothing``; with no shift, no mixup and no smoothing
+    this is ``helpers.training.train_step``. Returns ``step(model, optimizer, xb, yb) -> loss``.
     """
     generator = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
 
     def step(model: nn.Module, optimizer: torch.optim.Optimizer, xb: Tensor, yb: Tensor) -> float:
         if max_shift:
             xb = random_shift(xb, max_shift, generator)  # (B, C, H, W)
         model.train()
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(xb), yb, label_smoothing=label_smoothing)
+        if mixup_alpha > 0:
+            mixed, perm, lam = mixup(xb, mixup_alpha, rng)  # (B, C, H, W), (B,), weight of the first image
+            logits = model(mixed)  # (B, num_classes)
+            loss = lam * F.cross_entropy(logits, yb, label_smoothing=label_smoothing) + (1.0 - lam) * F.cross_entropy(
+                logits, yb[perm], label_smoothing=label_smoothing
+            )
+        else:
+            loss = F.cross_entropy(model(xb), yb, label_smoothing=label_smoothing)
         loss.backward()
         optimizer.step()
         return loss.item()

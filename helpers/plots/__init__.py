@@ -8,4 +8,5 @@ from helpers.plots.by_hand import *  # noqa: F401,F403
 from helpers.plots.classifier import *  # noqa: F401,F403
 from helpers.plots.core import *  # noqa: F401,F403
 from helpers.plots.positional import *  # noqa: F401,F403
+from helpers.plots.seq2seq import *  # noqa: F401,F403
 from helpers.plots.vit import *  # noqa: F401,F403

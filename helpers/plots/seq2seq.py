@@ -1,0 +1,75 @@
+"""Figures of notebook 09: translation training curves, cross-attention against the true word alignment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from helpers.plots.core import to_numpy
+
+__all__ = ["seq2seq_curves", "alignment_maps"]
+
+
+def seq2seq_curves(histories: Mapping[str, object], title: str | None = None) -> Figure:
+    """Training and validation loss (log scale) and teacher-forced validation token accuracy against epochs.
+
+    ``histories`` maps a model's name to a ``Seq2SeqHistory`` (or a mapping with ``train_loss``, ``val_loss``,
+    ``val_token_acc``). Training curves solid, validation dashed.
+    """
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4))
+    palette = sns.color_palette(n_colors=max(3, len(histories)))
+    for color, (name, hist) in zip(palette, histories.items(), strict=False):
+        epochs = np.arange(1, len(hist["train_loss"]) + 1)  # type: ignore[index]
+        ax_loss.plot(epochs, hist["train_loss"], color=color, label=f"{name} train")  # type: ignore[index]
+        ax_loss.plot(epochs, hist["val_loss"], color=color, ls="--", label=f"{name} validation")  # type: ignore[index]
+        ax_acc.plot(epochs, 100 * np.asarray(hist["val_token_acc"]), color=color, ls="--", label=name)  # type: ignore[index]
+    ax_loss.set(xlabel="epoch", ylabel="cross-entropy (log scale)", yscale="log", title="loss, padding ignored")
+    ax_acc.set(xlabel="epoch", ylabel="token accuracy (%)", title="validation, teacher forced")
+    ax_loss.legend(fontsize="small")
+    ax_acc.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def alignment_maps(
+    maps: Sequence[object],
+    alignments: Sequence[object],
+    source_words: Sequence[Sequence[str]],
+    target_words: Sequence[Sequence[str]],
+    titles: Sequence[str],
+    ncols: int = 3,
+    suptitle: str | None = None,
+) -> Figure:
+    """Attention maps ``(n, m)`` (rows: target words, columns: source words) with the true alignment ringed in red.
+
+    ``alignments[k][j]`` is the source position of target word ``j`` of panel ``k`` (``-1``: none). Each map is
+    cut to its words: ``len(target_words[k])`` rows and ``len(source_words[k])`` columns.
+    """
+    if not len(maps) == len(alignments) == len(source_words) == len(target_words) == len(titles):
+        raise ValueError("alignment_maps needs as many maps, alignments, source and target word lists and titles")
+    ncols = min(ncols, len(maps))
+    nrows = -(-len(maps) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 3.9 * nrows), squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(maps):
+            ax.axis("off")
+            continue
+        src, tgt = list(source_words[k]), list(target_words[k])
+        w = to_numpy(maps[k])[: len(tgt), : len(src)]
+        sns.heatmap(w, ax=ax, vmin=0, vmax=1, cmap="viridis", cbar=False, xticklabels=src, yticklabels=tgt, square=True)
+        for j, i in enumerate(to_numpy(alignments[k])[: len(tgt)].tolist()):
+            if i >= 0:
+                ax.add_patch(plt.Rectangle((i, j), 1, 1, fill=False, edgecolor="red", lw=2))
+        ax.tick_params(axis="x", labelrotation=60)
+        ax.tick_params(axis="y", labelrotation=0)
+        ax.set_title(titles[k], fontsize="small")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

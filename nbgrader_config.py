@@ -1,0 +1,31 @@
+"""nbgrader's configuration for this course: nbgrader reads it when run from the repository root.
+
+    python3 course.py nbgrader                                # instructor copies + generate_assignment, every notebook
+    python3 course.py nbgrader autograde 01_attention_shapes  # or any nbgrader command: `.venv/bin/nbgrader ...` here
+
+See the README's "Instructor guide" and ``helpers/grading/__init__.py``.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from helpers.grading.instructor import GRADING_DIR
+from helpers.grading.nbgrader_plugins import generate_assignment_preprocessors
+
+c = get_config()  # noqa: F821 (nbgrader's config loader defines get_config)
+
+# The course directory, grading/ (git-ignored): source/ (written by `python -m helpers.grading`), release/, submitted/,
+# autograded/, feedback/ and gradebook.db. For another folder, give both `--root DIR` to `python -m helpers.grading` and
+# `--CourseDirectory.root=DIR` to nbgrader.
+c.CourseDirectory.root = str(GRADING_DIR)
+
+# The released notebook gets the course's own stubs (it runs top to bottom, as the student notebooks do) and a Colab
+# badge that points at the student notebook.
+c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
+
+# nbgrader runs the `alembic` command of its environment by name: make `.venv/bin/nbgrader ...` work without activating .venv.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+# Notebooks 07 and 08 train for minutes; nbgrader's default is 30 s a cell.
+c.Execute.timeout = 900
