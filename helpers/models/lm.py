@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.attention import causal_mask
+from helpers.attention import causal_mask, merge_heads, split_heads
 from helpers.blocks import EncoderBlock
 from helpers.training import warmup_cosine
 
@@ -156,10 +156,10 @@ class GQAttention(nn.Module):
     def forward(
         self, x: Tensor, start: int = 0, cache: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        b, n, _ = x.shape
-        q = self.w_q(x).view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (b, h, n, d)
-        k = self.w_k(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)  # (b, g, n, d)
-        v = self.w_v(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)  # (b, g, n, d)
+        n = x.shape[1]
+        q = split_heads(self.w_q(x), self.num_heads)  # (b, h, n, d)
+        k = split_heads(self.w_k(x), self.kv_heads)  # (b, g, n, d)
+        v = split_heads(self.w_v(x), self.kv_heads)  # (b, g, n, d)
         angles = rope_angles(n, self.head_dim, self.base, start).to(x.device)  # (n, d/2)
         q, k = apply_rope(q, angles), apply_rope(k, angles)
         if cache is not None:
@@ -174,7 +174,7 @@ class GQAttention(nn.Module):
         else:  # query t (position start + t) sees keys 0 .. start + t
             mask = causal_mask(m, device=x.device)[m - n :]  # (n, m)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # (b, h, n, d)
-        out = out.transpose(1, 2).reshape(b, n, -1)  # (b, n, d_model)
+        out = merge_heads(out)  # (b, n, d_model)
         return self.w_o(out), (k, v)
 
 
