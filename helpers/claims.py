@@ -15,12 +15,17 @@ numbers when it does not::
 
 The measured values never appear in a passing verdict, so a verdict prints the
 same digits everywhere; they appear in the failure message, where they help.
+
+In a smoke run (``helpers.smoke``: the suite's run of a student notebook, its training cut to a few steps) a
+claim that does not hold prints ``◌ smoke test, claim not checked: ...`` and returns ``False`` instead of raising.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+from helpers import smoke
 
 __all__ = [
     "ClaimFailed",
@@ -33,6 +38,7 @@ __all__ = [
 ]
 
 PASS = "✔ claim holds:"
+SMOKE = "◌ smoke test, claim not checked:"  # helpers.smoke: a smoke run's numbers support no claim
 
 
 class ClaimFailed(AssertionError):
@@ -55,7 +61,7 @@ def _number(name: str, value: object) -> float:
         number = float(value)  # works for Python numbers, numpy scalars, one-element tensors
     except (TypeError, ValueError) as err:
         raise ClaimFailed(f"{name}: expected a number, got {type(value).__name__}") from err
-    if math.isnan(number):
+    if math.isnan(number) and not smoke.active():
         raise ClaimFailed(f"{name} is NaN: the run diverged or produced no result")
     return number
 
@@ -67,6 +73,9 @@ def claim(statement: str, holds: bool, evidence: str = "") -> bool:
             holds = bool(holds)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ClaimFailed(f"claim {statement!r}: its truth value must be a single boolean") from err
+    if not holds and smoke.active():
+        print(f"{SMOKE} {statement}")
+        return False
     if not holds:
         raise ClaimFailed(f"the claim '{statement}' does not hold on this run" + (f": {evidence}" if evidence else ""))
     print(f"{PASS} {statement}")
