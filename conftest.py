@@ -1,4 +1,4 @@
-"""Suite-wide pytest set-up: the order in which the two xdist workers take the files.
+"""Suite-wide pytest set-up: the order in which the two xdist workers take the files, and each kernel's environment.
 
 ``course.py test`` runs pytest with ``-n 2 --dist loadfile --no-loadscope-reorder``: every file (a notebook, a
 test module) goes whole to one worker, in collection order, one file per worker to start with and the next one when
@@ -11,13 +11,19 @@ The student notebooks (``notebooks/NN_*.ipynb``) run as smoke tests: their kerne
 ``COURSE_SMOKE_TEST=1`` (``helpers.smoke``), so every cell executes but each training run takes a few steps. The
 solution notebooks, from which they are generated cell for cell, train in full and have their outputs and claims
 checked. Set ``COURSE_SMOKE_TEST=0`` to run the student notebooks in full as well.
+
+``course.py test`` also copies the solution notebooks to ``build/suite/default/`` (``setup_copies``), and their kernels
+start under that CPU set-up (``course.py``'s ``SETUPS["default"]``: PyTorch's portable kernels, MKL's compatible
+mode), so every compared output is checked natively and under a second set-up in one pytest run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,17 +31,22 @@ from helpers import smoke
 
 _NUMBER = re.compile(r"(?:^|/)(\d\d)_[^/]*\.ipynb$")
 _STUDENT = re.compile(r"^notebooks/\d\d_[^/]*\.ipynb$")  # not notebooks/solutions/, not a copy elsewhere
+_SETUP_COPY = re.compile(r"^build/suite/(?P<setup>[a-z0-9]+)/\d\d_[^/]*\.ipynb$")  # course.py's setup_copies
 
 
-# The slowest files, slowest first: seconds of one pass of the suite on this 2-core machine, natively (the second
-# CPU set-up runs the solution notebooks about 1.6 times slower); every other file took under 25 s.
+# The slowest files, slowest first: their seconds in the suite on this 2-core machine (the copies in
+# build/suite/default/ run under the second CPU set-up, about 1.6 times slower); every other file took under 25 s.
 _LONGEST_FIRST = (
-    "notebooks/solutions/07_transformer_classifier.ipynb",  # 280 s
-    "notebooks/solutions/08_vision_transformer.ipynb",  # 160 s
-    "tests/test_nbgrader.py",  # 85 s: nbgrader releases and autogrades
+    "build/suite/default/07_transformer_classifier.ipynb",  # 480 s
+    "notebooks/solutions/07_transformer_classifier.ipynb",  # 285 s
+    "build/suite/default/08_vision_transformer.ipynb",  # 270 s
+    "notebooks/solutions/08_vision_transformer.ipynb",  # 170 s
+    "tests/test_nbgrader.py",  # 90 s: nbgrader releases and autogrades
+    "build/suite/default/11_language_model.ipynb",  # 80 s
+    "build/suite/default/09_translation_encoder_decoder.ipynb",  # 75 s
     "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 50 s
     "notebooks/solutions/11_language_model.ipynb",  # 40 s
-    "notebooks/08_vision_transformer.ipynb",  # 30 s as a smoke test (plain student notebooks take 5 to 20 s)
+    "notebooks/08_vision_transformer.ipynb",  # 30 s as a smoke test (the other student notebooks take 5 to 20 s)
 )
 
 
@@ -51,15 +62,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_order)  # stable: the cells of a notebook and the tests of a module stay in their order
 
 
+def _course_setups() -> dict[str, dict[str, str]]:
+    """course.py's SETUPS (course.py runs before the install, so it cannot import helpers, nor be one of them)."""
+    spec = importlib.util.spec_from_file_location("course_setups", Path(__file__).with_name("course.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SETUPS
+
+
+def kernel_env(path: str) -> dict[str, str]:
+    """The environment variables a notebook's kernel starts with in the suite, from the notebook's path."""
+    copy = _SETUP_COPY.match(path)
+    if copy:
+        return _course_setups()[copy["setup"]]
+    if _STUDENT.match(path) and smoke.ENV not in os.environ:
+        return {smoke.ENV: "1"}
+    return {}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    """Start a student notebook's kernel (nbval does it when its first cell is set up) as a smoke run."""
-    path = item.nodeid.split("::")[0]
-    turn_on = _STUDENT.match(path) is not None and smoke.ENV not in os.environ
-    if turn_on:
-        os.environ[smoke.ENV] = "1"  # the kernel inherits this process's environment when it starts
+    """Start the notebook's kernel (nbval does it when the first cell is set up) in the environment of kernel_env."""
+    extra = kernel_env(item.nodeid.split("::")[0])
+    saved = {name: os.environ.get(name) for name in extra}
+    os.environ.update(extra)  # the kernel inherits this process's environment when it starts
     try:
         yield
     finally:
-        if turn_on:
-            del os.environ[smoke.ENV]
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value

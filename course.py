@@ -15,12 +15,14 @@ copied in, and a changed one is put beside yours as ``NN_topic.updated.ipynb``
 (or updated in place when you never changed your copy). Options go to Jupyter;
 as root (a container, a cloud VM) ``--allow-root`` is added.
 
-``test`` runs the whole suite natively, then the solution notebooks once more
-under a second CPU set-up (PyTorch's portable ``default`` kernels and MKL's
-compatible mode), so that a compared output which only this CPU prints fails
-here, not on a student's laptop. Options:
+``test`` runs the whole suite natively and, in the same pytest run, the solution
+notebooks once more under a second CPU set-up (PyTorch's portable ``default``
+kernels and MKL's compatible mode; copies in build/suite/default/), so that a compared output which only this CPU prints fails
+here, not on a student's laptop. The student notebooks run top to bottom as
+smoke tests, each training run cut to a few steps (``helpers.smoke``;
+``COURSE_SMOKE_TEST=0`` runs them in full). Options:
 
-    python3 course.py test -k softmax        # extra arguments go to pytest (native pass only)
+    python3 course.py test -k softmax        # extra arguments go to pytest (natively only)
     python3 course.py test --setup avx2      # the whole suite under one set-up: native, avx2 or default
     python3 course.py setups                 # the solution notebooks under every set-up, one after another
 
@@ -300,21 +302,34 @@ def run_pytest(env: dict[str, str], setup: str, args: list[str]) -> int:
     return 0 if code == 5 else code
 
 
+def setup_copies(setup: str = SECOND_SETUP, root: Path = ROOT) -> Path:
+    """Fresh copies of the solution notebooks in build/suite/SETUP/ (git-ignored), which conftest.py runs under SETUP.
+
+    conftest.py starts the kernel of build/suite/SETUP/NN_topic.ipynb with SETUPS[SETUP], so one pytest run holds both
+    set-ups and keeps both workers busy to its end (two runs, one per set-up, each ended on one long notebook).
+    """
+    target = root / "build" / "suite" / setup
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for notebook in sorted((root / SOLUTIONS).glob("[0-9][0-9]_*.ipynb")):
+        shutil.copyfile(notebook, target / notebook.name)
+    return target
+
+
 def test(env: dict[str, str], argv: list[str]) -> int:
-    """The whole suite natively, then the solution notebooks under SECOND_SETUP (or everything under --setup NAME)."""
+    """The whole suite natively and, in the same run, the solution notebooks under SECOND_SETUP (or --setup NAME)."""
     if argv[:1] == ["--setup"]:
         if len(argv) < 2 or argv[1] not in SETUPS:
             print(f"course: --setup takes one of {', '.join(SETUPS)}", file=sys.stderr)
             return 2
         return run_pytest(env, argv[1], [*PYTEST_ARGS, *argv[2:]])
-    code = run_pytest(env, "native", [*PYTEST_ARGS, *argv])
-    if argv:  # a selection (-k, a path): the native pass only
-        return code
-    notebooks_only = [a for a in PYTEST_ARGS if a not in ("tests", "notebooks")] + [SOLUTIONS]
-    second = run_pytest(env, SECOND_SETUP, notebooks_only)
-    if code or second:
-        print(f"course: FAILED (native pass exit {code}, {SECOND_SETUP!r} pass exit {second})", file=sys.stderr)
-    return code or second
+    if argv:  # a selection (-k, a path): natively only
+        return run_pytest(env, "native", [*PYTEST_ARGS, *argv])
+    copies = setup_copies().relative_to(ROOT).as_posix()
+    print(
+        f"course: and the solution notebooks under the {SECOND_SETUP!r} set-up {SETUPS[SECOND_SETUP]}, as {copies}/", flush=True
+    )
+    return run_pytest(env, "native", [*PYTEST_ARGS, copies])
 
 
 def setups(env: dict[str, str], argv: list[str]) -> int:

@@ -252,7 +252,7 @@ def test_unknown_command_prints_usage():
     assert course.main(["bogus"]) == 2
 
 
-# --- the test command: native, then the solution notebooks under a second CPU set-up ------------------------------
+# --- the test command: natively, with copies of the solution notebooks that conftest.py runs under a second set-up --
 
 
 def _fake_pytest(monkeypatch, codes):
@@ -267,19 +267,21 @@ def _fake_pytest(monkeypatch, codes):
     return calls
 
 
-def test_the_test_command_runs_everything_natively_then_the_solutions_under_the_second_setup(monkeypatch):
-    calls = _fake_pytest(monkeypatch, [0, 0])
+def test_the_test_command_runs_everything_and_the_second_setup_copies_in_one_run(monkeypatch, tmp_path):
+    calls = _fake_pytest(monkeypatch, [0])
+    made = []
+    monkeypatch.setattr(course, "setup_copies", lambda: made.append(1) or course.ROOT / "build" / "suite" / "default")
     assert course.test({"OMP_NUM_THREADS": "1"}, []) == 0
-    (native, native_env), (second, second_env) = calls
-    assert "tests" in native and "notebooks" in native and "ATEN_CPU_CAPABILITY" not in native_env
-    assert second[-1] == "notebooks/solutions" and "tests" not in second and "notebooks" not in second
-    assert second_env["ATEN_CPU_CAPABILITY"] == "default" and second_env["MKL_CBWR"] == "COMPATIBLE"
-    assert second_env["OMP_NUM_THREADS"] == "1"
+    ((command, env),) = calls
+    assert made == [1]
+    assert "tests" in command and "notebooks" in command and command[-1] == "build/suite/default"
+    assert "ATEN_CPU_CAPABILITY" not in env and env["OMP_NUM_THREADS"] == "1"  # conftest.py sets the copies' set-up
 
 
-@pytest.mark.parametrize("codes, expected", [([1, 0], 1), ([0, 1], 1), ([0, 5], 0)])
-def test_the_test_command_fails_when_either_pass_fails(monkeypatch, codes, expected, capsys):
-    _fake_pytest(monkeypatch, codes)
+@pytest.mark.parametrize("code, expected", [(1, 1), (5, 0)])
+def test_the_test_command_passes_pytests_verdict_on(monkeypatch, code, expected):
+    _fake_pytest(monkeypatch, [code])
+    monkeypatch.setattr(course, "setup_copies", lambda: course.ROOT / "build" / "suite" / "default")
     assert course.test({}, []) == expected
 
 

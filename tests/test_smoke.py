@@ -104,7 +104,7 @@ def test_only_student_notebooks_are_smoke_runs():
     assert _STUDENT.match("notebooks/07_transformer_classifier.ipynb")
     for path in (
         "notebooks/solutions/07_transformer_classifier.ipynb",
-        "build/setups/07_transformer_classifier.ipynb",
+        "build/suite/default/07_transformer_classifier.ipynb",
         "tests/test_smoke.py",
     ):
         assert not _STUDENT.match(path), path

@@ -1,15 +1,21 @@
-"""conftest.py's scheduling: the slowest files start first, so a rename must not silently drop one from the list."""
+"""conftest.py: the slowest files start first (a rename must not silently drop one from the list), and each notebook's
+kernel starts in its environment: student notebooks as smoke tests, the copies in build/suite/SETUP/ under SETUP."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
-from conftest import _LONGEST_FIRST, _order
-from helpers import ROOT
+import pytest
+
+from conftest import _LONGEST_FIRST, _order, kernel_env
+from helpers import ROOT, smoke
 
 
 def test_every_listed_file_exists():
     for path in _LONGEST_FIRST:
+        if path.startswith("build/suite/"):  # a copy course.py makes at each run: its solution notebook must exist
+            path = "notebooks/solutions/" + path.rsplit("/", 1)[1]
         assert (ROOT / path).is_file(), f"conftest._LONGEST_FIRST names {path}, which does not exist"
 
 
@@ -20,10 +26,12 @@ def test_order_longest_first_then_notebooks_by_number_then_tests():
         "tests/test_nbgrader.py::test_y",
         "notebooks/solutions/10_pretrained_encoder.ipynb::Cell 0",
         "notebooks/solutions/08_vision_transformer.ipynb::Cell 3",
+        "build/suite/default/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/07_transformer_classifier.ipynb::Cell 0",
     ]
     ordered = sorted(paths, key=lambda nodeid: _order(SimpleNamespace(nodeid=nodeid)))
     assert ordered == [
+        "build/suite/default/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/08_vision_transformer.ipynb::Cell 3",
         "tests/test_nbgrader.py::test_y",
@@ -31,3 +39,35 @@ def test_order_longest_first_then_notebooks_by_number_then_tests():
         "notebooks/01_attention_shapes.ipynb::Cell 0",
         "tests/test_attention.py::test_x",
     ]
+
+
+def test_kernel_environments(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(smoke.ENV, raising=False)
+    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {smoke.ENV: "1"}
+    assert kernel_env("notebooks/solutions/07_transformer_classifier.ipynb") == {}
+    assert kernel_env("build/suite/default/07_transformer_classifier.ipynb") == {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "COMPATIBLE",
+    }
+    assert kernel_env("build/suite/avx2/01_attention_shapes.ipynb") == {"ATEN_CPU_CAPABILITY": "avx2"}
+    assert kernel_env("tests/test_smoke.py") == {}
+    monkeypatch.setenv(smoke.ENV, "0")  # COURSE_SMOKE_TEST=0: the student notebooks in full
+    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {}
+
+
+def test_setup_copies_are_fresh_copies_of_the_solutions(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_copies", ROOT / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    solutions = tmp_path / "notebooks" / "solutions"
+    solutions.mkdir(parents=True)
+    for name in ("01_a.ipynb", "02_b.ipynb", "notes.txt"):
+        (solutions / name).write_text(name)
+    stale = tmp_path / "build" / "suite" / "default" / "09_gone.ipynb"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    target = course.setup_copies("default", root=tmp_path)
+    assert sorted(os.listdir(target)) == ["01_a.ipynb", "02_b.ipynb"]
+    assert (target / "02_b.ipynb").read_text() == "02_b.ipynb"
