@@ -19,6 +19,7 @@ mode), so every compared output is checked natively and under a second set-up in
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -62,6 +63,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_order)  # stable: the cells of a notebook and the tests of a module stay in their order
 
 
+@functools.cache
 def _course_setups() -> dict[str, dict[str, str]]:
     """course.py's SETUPS (course.py runs before the install, so it cannot import helpers, nor be one of them)."""
     spec = importlib.util.spec_from_file_location("course_setups", Path(__file__).with_name("course.py"))

@@ -285,6 +285,19 @@ def test_the_test_command_passes_pytests_verdict_on(monkeypatch, code, expected)
     assert course.test({}, []) == expected
 
 
+def test_setup_copies_are_fresh_copies_of_the_solutions(tmp_path):
+    solutions = tmp_path / "notebooks" / "solutions"
+    solutions.mkdir(parents=True)
+    for name in ("01_a.ipynb", "02_b.ipynb", "notes.txt"):
+        (solutions / name).write_text(name)
+    stale = tmp_path / "build" / "suite" / "default" / "09_gone.ipynb"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    target = course.setup_copies("default", root=tmp_path)
+    assert sorted(p.name for p in target.iterdir()) == ["01_a.ipynb", "02_b.ipynb"]
+    assert (target / "02_b.ipynb").read_text() == "02_b.ipynb"
+
+
 def test_a_selection_runs_the_native_pass_only(monkeypatch):
     calls = _fake_pytest(monkeypatch, [0])
     assert course.test({}, ["-k", "softmax"]) == 0 and len(calls) == 1 and calls[0][0][-2:] == ["-k", "softmax"]

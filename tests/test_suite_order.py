@@ -3,7 +3,6 @@ kernel starts in its environment: student notebooks as smoke tests, the copies i
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -53,21 +52,3 @@ def test_kernel_environments(monkeypatch: pytest.MonkeyPatch):
     assert kernel_env("tests/test_smoke.py") == {}
     monkeypatch.setenv(smoke.ENV, "0")  # COURSE_SMOKE_TEST=0: the student notebooks in full
     assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {}
-
-
-def test_setup_copies_are_fresh_copies_of_the_solutions(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("course_copies", ROOT / "course.py")
-    course = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(course)
-    solutions = tmp_path / "notebooks" / "solutions"
-    solutions.mkdir(parents=True)
-    for name in ("01_a.ipynb", "02_b.ipynb", "notes.txt"):
-        (solutions / name).write_text(name)
-    stale = tmp_path / "build" / "suite" / "default" / "09_gone.ipynb"
-    stale.parent.mkdir(parents=True)
-    stale.write_text("old")
-    target = course.setup_copies("default", root=tmp_path)
-    assert sorted(os.listdir(target)) == ["01_a.ipynb", "02_b.ipynb"]
-    assert (target / "02_b.ipynb").read_text() == "02_b.ipynb"
