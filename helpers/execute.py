@@ -14,6 +14,7 @@ their state is not stored, so they would show only a frozen text (a tqdm bar at 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -50,15 +51,23 @@ def execute_notebook(path: Path, timeout: int = 600) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    paths = [Path(a).resolve() for a in args] or sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.execute", description="Execute solution notebooks in place (one thread), outputs kept."
+    )
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all in notebooks/solutions/)")
+    args = parser.parse_args(argv)
+    paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    missing = [str(p) for p in paths if not p.is_file() or p.suffix != ".ipynb"]
+    if missing:
+        print(f"error: not a notebook file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     for path in paths:
         try:
             seconds = execute_notebook(path)
         except CellExecutionError as err:
             print(f"error: {path.name} failed:\n{err}", file=sys.stderr)
             return 1
-        print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s")
+        print(f"executed {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} in {seconds:.1f} s")
     return 0
 
 

@@ -8,8 +8,9 @@ is nearly all of the time it takes. So the suite starts the kernels of the stude
 ``COURSE_SMOKE_TEST=1`` (the root ``conftest.py``), and then:
 
 - ``capped(n, smoke_n)`` is ``min(n, smoke_n)``: the training loops of ``helpers`` (``training.fit``,
-  ``models.seq2seq.train_seq2seq``, ``models.lm.train_lm``) take one batch per epoch, or a few steps, but keep
-  their epochs, evaluations, histories and callbacks, so every cell downstream runs on a model of the right kind;
+  ``models.seq2seq.train_seq2seq``, ``models.lm.train_lm``) take one batch per epoch, or a few steps, and
+  evaluate on one batch of each split, but keep their epochs, evaluations, histories and callbacks, so every
+  cell downstream runs on a model of the right kind;
 - a claim (``helpers.claims``) that does not hold says that it was not checked instead of raising: the numbers
   of a smoke run support no claim;
 - ``helpers.setup()`` says that the run is a smoke test.

@@ -144,13 +144,14 @@ def fit(
             scheduler.step()
         postfix = {}
         if eval_train:
-            n_eval = len(x_train) if eval_train is True else eval_train
+            n_eval = capped(len(x_train) if eval_train is True else eval_train, batch_size)  # one batch in a smoke test
             train_loss, train_acc = evaluate(model, x_train[:n_eval], y_train[:n_eval])
             history.train_loss.append(train_loss)
             history.train_acc.append(train_acc)
             postfix["loss"] = f"{train_loss:.3f}"
         if x_val is not None:
-            val_loss, val_acc = evaluate(model, x_val, y_val)
+            n_val = capped(len(x_val), batch_size)  # every validation example (one batch in a smoke test)
+            val_loss, val_acc = evaluate(model, x_val[:n_val], y_val[:n_val])
             history.val_loss.append(val_loss)
             history.val_acc.append(val_acc)
             postfix["val_acc"] = f"{val_acc:.3f}"

@@ -298,6 +298,13 @@ def test_setup_copies_are_fresh_copies_of_the_solutions(tmp_path):
     assert (target / "02_b.ipynb").read_text() == "02_b.ipynb"
 
 
+@pytest.mark.parametrize("cores, workers", [(1, 2), (2, 2), (3, 3), (4, 4), (64, 4)])
+def test_one_worker_per_core_from_two_to_four(monkeypatch, cores, workers):
+    monkeypatch.setattr(course.os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    assert course._workers() == workers
+    assert course.PYTEST_ARGS[course.PYTEST_ARGS.index("-n") + 1] in ("2", "3", "4")
+
+
 def test_a_selection_runs_the_native_pass_only(monkeypatch):
     calls = _fake_pytest(monkeypatch, [0])
     assert course.test({}, ["-k", "softmax"]) == 0 and len(calls) == 1 and calls[0][0][-2:] == ["-k", "softmax"]

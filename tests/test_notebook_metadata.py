@@ -103,3 +103,13 @@ def test_execute_writes_jupyterlab_metadata_and_no_tqdm_widget(tmp_path):
     assert nb.metadata.kernelspec == KERNELSPEC
     info = dict(nb.metadata.language_info)
     assert info.pop("version") == sys.version.split()[0] and info == LANGUAGE_INFO
+
+
+def test_execute_command_line_rejects_a_path_that_is_not_a_notebook(tmp_path, capsys):
+    """A typo in the path: one clear line and exit status 2, not nbformat's traceback."""
+    from helpers.execute import main
+
+    assert main([str(tmp_path / "07_missing.ipynb")]) == 2
+    assert "not a notebook file" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("x")
+    assert main([str(tmp_path / "notes.txt")]) == 2

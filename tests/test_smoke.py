@@ -61,6 +61,20 @@ def test_fit_takes_one_batch_per_epoch_in_a_smoke_run(monkeypatch: pytest.Monkey
     assert _count_steps(True, monkeypatch) == (3, 96)  # one batch of 32 per epoch
 
 
+@pytest.mark.parametrize("run_smoke, sizes", [(False, [100, 60] * 2), (True, [32, 32] * 2)])
+def test_fit_evaluates_one_batch_of_each_split_in_a_smoke_run(run_smoke, sizes, monkeypatch: pytest.MonkeyPatch):
+    import helpers.training
+
+    if run_smoke:
+        monkeypatch.setenv(smoke.ENV, "1")
+    seen = []
+    real = helpers.training.evaluate
+    monkeypatch.setattr(helpers.training, "evaluate", lambda model, x, y: seen.append(len(x)) or real(model, x, y))
+    x, y = torch.randn(100, 4), torch.randint(0, 3, (100,))
+    fit(nn.Linear(4, 3), x, y, x[:60], y[:60], epochs=2, batch_size=32, progress=False)
+    assert seen == sizes  # training data, then validation split, every epoch
+
+
 def test_train_seq2seq_keeps_its_epochs_in_a_smoke_run(smoke_on: None):
     pairs = encode_pairs(list(range(1, 200)))
     torch.manual_seed(0)
