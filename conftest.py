@@ -2,8 +2,9 @@
 
 ``course.py test`` runs pytest with ``-n N --dist loadfile --no-loadscope-reorder`` (N: one worker per core, 2 to
 4, ``course.py``'s ``_workers``): every file (a notebook, a test module) goes whole to one worker, in collection
-order, one file per worker to start with and the next one when a worker is nearly done. The files that train models take minutes and the rest seconds, so the suite is shortest
-when the longest start first, one on each worker, and the short ones fill in around them. So the files of
+order, one file per worker to start with and the next one when a worker is nearly done. The files that train models
+take minutes and the rest seconds, so the suite is shortest when the longest start first, one on each worker, and the
+short ones fill in around them. So the files of
 ``_LONGEST_FIRST`` (measured) go first in that order, then the other notebooks, the highest number first, then the
 unit tests; the cells of one notebook and the tests of one module keep their order.
 

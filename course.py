@@ -18,9 +18,10 @@ as root (a container, a cloud VM) ``--allow-root`` is added.
 ``test`` runs the whole suite natively and, in the same pytest run, the solution
 notebooks once more under a second CPU set-up (PyTorch's portable ``default``
 kernels and MKL's compatible mode; copies in build/suite/default/), so that a
-compared output which only this CPU prints fails here, not on a student's laptop. The student notebooks run top to bottom as
-smoke tests, each training run cut to a few steps (``helpers.smoke``;
-``COURSE_SMOKE_TEST=0`` runs them in full). Options:
+compared output which only this CPU prints fails here, not on a student's
+laptop. The student notebooks run top to bottom as smoke tests, each training
+run cut to a few steps (``helpers.smoke``; ``COURSE_SMOKE_TEST=0`` runs them in
+full). pytest runs one worker per CPU core, 2 to 4. Options:
 
     python3 course.py test -k softmax        # extra arguments go to pytest (natively only)
     python3 course.py test --setup avx2      # the whole suite under one set-up: native, avx2 or default

@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all in notebooks/solutions/)")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
-    missing = [str(p) for p in paths if not p.is_file() or p.suffix != ".ipynb"]
-    if missing:
-        print(f"error: not a notebook file: {', '.join(missing)}", file=sys.stderr)
+    not_notebooks = [str(p) for p in paths if not p.is_file() or p.suffix != ".ipynb"]
+    if not_notebooks:
+        print(f"error: not a notebook file: {', '.join(not_notebooks)}", file=sys.stderr)
         return 2
     for path in paths:
         try:

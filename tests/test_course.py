@@ -267,7 +267,7 @@ def _fake_pytest(monkeypatch, codes):
     return calls
 
 
-def test_the_test_command_runs_everything_and_the_second_setup_copies_in_one_run(monkeypatch, tmp_path):
+def test_the_test_command_runs_everything_and_the_second_setup_copies_in_one_run(monkeypatch):
     calls = _fake_pytest(monkeypatch, [0])
     made = []
     monkeypatch.setattr(course, "setup_copies", lambda: made.append(1) or course.ROOT / "build" / "suite" / "default")
