@@ -48,7 +48,7 @@ _LONGEST_FIRST = (
     "build/suite/default/11_language_model.ipynb",  # 68 s
     "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 46 s
     "notebooks/solutions/11_language_model.ipynb",  # 34 s
-    "notebooks/08_vision_transformer.ipynb",  # 27 s as a smoke test (the other student notebooks take 7 to 18 s)
+    "notebooks/08_vision_transformer.ipynb",  # 21 s as a smoke test (the other student notebooks take 7 to 18 s)
 )
 
 

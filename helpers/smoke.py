@@ -8,9 +8,9 @@ is nearly all of the time it takes. So the suite starts the kernels of the stude
 ``COURSE_SMOKE_TEST=1`` (the root ``conftest.py``), and then:
 
 - ``capped(n, smoke_n)`` is ``min(n, smoke_n)``: the training loops of ``helpers`` (``training.fit``,
-  ``models.seq2seq.train_seq2seq``, ``models.lm.train_lm``) take one batch per epoch, or a few steps, and
-  evaluate on one batch of each split, but keep their epochs, evaluations, histories and callbacks, so every
-  cell downstream runs on a model of the right kind;
+  ``models.seq2seq.train_seq2seq``, ``models.lm.train_lm``) take one batch per epoch, or a few steps, run at
+  most ``EPOCHS`` epochs and evaluate on one batch of each split, but keep their evaluations, histories and
+  callbacks, so every cell downstream runs on a model of the right kind;
 - a claim (``helpers.claims``) that does not hold says that it was not checked instead of raising: the numbers
   of a smoke run support no claim;
 - ``helpers.setup()`` says that the run is a smoke test.
@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ENV", "active", "capped"]
+__all__ = ["ENV", "EPOCHS", "active", "capped"]
 
 #: The environment variable that turns smoke runs on ("1") or off (anything else, or unset).
 ENV = "COURSE_SMOKE_TEST"
+
+#: The most epochs a training loop runs in a smoke run: the notebooks read their histories back to the
+#: fourth-last epoch (07 asks whether the validation loss still fell over the last three).
+EPOCHS = 4
 
 
 def active() -> bool:

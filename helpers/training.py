@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from helpers.smoke import EPOCHS as SMOKE_EPOCHS
 from helpers.smoke import capped
 
 __all__ = ["History", "fit", "evaluate", "train_step", "warmup_cosine", "count_parameters"]
@@ -135,7 +136,7 @@ def fit(
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
-    bar = tqdm(range(epochs), desc=type(model).__name__, disable=not progress, leave=False)
+    bar = tqdm(range(capped(epochs, SMOKE_EPOCHS)), desc=type(model).__name__, disable=not progress, leave=False)
     for _ in bar:
         order = torch.randperm(len(x_train), generator=generator)
         for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.smoke)

@@ -1,5 +1,5 @@
-"""helpers.smoke: with COURSE_SMOKE_TEST=1 the training loops take a few steps but keep their epochs, evaluations
-and histories, a claim that does not hold says it was not checked, and setup() says so; without it, nothing
+"""helpers.smoke: with COURSE_SMOKE_TEST=1 the training loops take a few steps in at most four epochs but keep their
+evaluations and histories, a claim that does not hold says it was not checked, and setup() says so; without it, nothing
 changes. The suite's conftest.py turns it on for the student notebooks' kernels only."""
 
 from __future__ import annotations
@@ -75,12 +75,26 @@ def test_fit_evaluates_one_batch_of_each_split_in_a_smoke_run(run_smoke, sizes, 
     assert seen == sizes  # training data, then validation split, every epoch
 
 
-def test_train_seq2seq_keeps_its_epochs_in_a_smoke_run(smoke_on: None):
+@pytest.mark.parametrize("epochs, run", [(2, 2), (4, 4), (7, smoke.EPOCHS)])
+def test_fit_runs_at_most_four_epochs_in_a_smoke_run(smoke_on: None, epochs: int, run: int):
+    x, y = torch.randn(40, 4), torch.randint(0, 3, (40,))
+    hist = fit(nn.Linear(4, 3), x, y, x, y, epochs=epochs, batch_size=16, progress=False)
+    assert smoke.EPOCHS == 4 and len(hist.train_loss) == len(hist.val_loss) == run
+
+
+def test_fit_keeps_every_epoch_outside_a_smoke_run():
+    x, y = torch.randn(40, 4), torch.randint(0, 3, (40,))
+    hist = fit(nn.Linear(4, 3), x, y, x, y, epochs=7, batch_size=16, progress=False)
+    assert len(hist.train_loss) == len(hist.val_loss) == 7
+
+
+@pytest.mark.parametrize("epochs, run", [(2, 2), (6, smoke.EPOCHS)])
+def test_train_seq2seq_runs_at_most_four_epochs_in_a_smoke_run(smoke_on: None, epochs: int, run: int):
     pairs = encode_pairs(list(range(1, 200)))
     torch.manual_seed(0)
     model = Seq2SeqTransformer(33, 34, d_model=16, num_heads=2, d_ff=24)
-    history = train_seq2seq(model, pairs, pairs, epochs=2, batch_size=16)
-    assert len(history.train_loss) == len(history.val_loss) == 2
+    history = train_seq2seq(model, pairs, pairs, epochs=epochs, batch_size=16)
+    assert len(history.train_loss) == len(history.val_loss) == run
 
 
 def test_train_lm_takes_five_steps_in_a_smoke_run(smoke_on: None):

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from helpers.attention import AdditiveAttention, MultiplicativeAttention, causal_mask, dot_product_scores, padding_mask
 from helpers.blocks import DecoderBlock, EncoderBlock, LearnedPositionalEmbedding
 from helpers.data.translation import BOS, EOS, PAD, TranslationSet
+from helpers.smoke import EPOCHS as SMOKE_EPOCHS
 from helpers.smoke import capped
 from helpers.training import warmup_cosine
 
@@ -384,7 +385,7 @@ def train_seq2seq(
     generator = torch.Generator().manual_seed(seed)
     history = Seq2SeqHistory()
     start = time.perf_counter()
-    for _ in range(epochs):
+    for _ in range(capped(epochs, SMOKE_EPOCHS)):  # every epoch (at most four in a smoke test)
         model.train()
         order = torch.randperm(len(train), generator=generator).to(device)
         total, count = 0.0, 0
