@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from helpers import smoke
+from helpers.claims import STRICT_ENV
 
 _NUMBER = re.compile(r"(?:^|/)(\d\d)_[^/]*\.ipynb$")
 _STUDENT = re.compile(r"^notebooks/\d\d_[^/]*\.ipynb$")  # not notebooks/solutions/, not a copy elsewhere
@@ -74,13 +75,21 @@ def _course_setups() -> dict[str, dict[str, str]]:
 
 
 def kernel_env(path: str) -> dict[str, str]:
-    """The environment variables a notebook's kernel starts with in the suite, from the notebook's path."""
+    """The environment variables a notebook's kernel starts with in the suite, from the notebook's path.
+
+    Every kernel holds training claims to account (``helpers.claims``, ``COURSE_STRICT_CLAIMS=1``): in the suite a
+    training result that misses its claim fails, where a learner's session only prints a notice. A smoke run's claims
+    are not checked (``helpers.smoke``).
+    """
+    if not path.endswith(".ipynb"):
+        return {}
+    strict = {STRICT_ENV: "1"}
     copy = _SETUP_COPY.match(path)
     if copy:
-        return _course_setups()[copy["setup"]]
+        return {**strict, **_course_setups()[copy["setup"]]}
     if _STUDENT.match(path) and smoke.ENV not in os.environ:
-        return {smoke.ENV: "1"}
-    return {}
+        return {**strict, smoke.ENV: "1"}
+    return strict
 
 
 @pytest.hookimpl(hookwrapper=True)

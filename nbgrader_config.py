@@ -24,6 +24,11 @@ c.CourseDirectory.root = str(GRADING_DIR)
 # badge that points at the student notebook.
 c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
 
+# A check raises for a wrong answer and for "not attempted" under nbgrader (helpers.checks, COURSE_GRADING): so
+# `nbgrader validate` fails a notebook whose exercise is blank or wrong, as autograding scores it 0. The kernels nbgrader
+# starts inherit this. In a student's own Run All the same checks show the failure and let the notebook go on.
+os.environ["COURSE_GRADING"] = "1"
+
 # nbgrader runs the `alembic` command of its environment by name: make `.venv/bin/nbgrader ...` work without activating .venv.
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 

@@ -1,29 +1,43 @@
-"""Claims drawn from training runs, checked in cells that nbval compares.
+"""Claims the prose makes, checked in cells that nbval compares.
 
 A training run prints its numbers in a cell whose output is ignored (they vary
 by machine: another CPU, another torch, a GPU). The conclusion the prose draws
 from them is then checked here, with its tolerance stated, by a cell whose
 output *is* compared. Each function prints one line that is the same on every
-machine where the claim holds, and raises ``ClaimFailed`` with the measured
-numbers when it does not::
+machine where the claim holds::
 
-    claim_at_least("transformer test accuracy", 100 * acc, 97.0, unit="%")
+    claim_at_least("transformer test accuracy", 100 * acc, 97.0, unit="%", measured="97.6 to 98.4%")
     # ✔ claim holds: transformer test accuracy is at least 97%
 
     claim_greater("transformer test accuracy", 98.4, "GRU test accuracy", 95.1, margin=1.0, unit="%")
     # ✔ claim holds: transformer test accuracy exceeds GRU test accuracy by more than 1 %
 
 The measured values never appear in a passing verdict, so a verdict prints the
-same digits everywhere; they appear in the failure message, where they help.
+same digits everywhere; they appear when a claim does not hold, where they help.
 
-In a smoke run (``helpers.smoke``: the suite's run of a student notebook, its training cut to a few steps) a
-claim that does not hold prints ``◌ smoke test, claim not checked: ...`` and returns ``False`` instead of raising.
+Two kinds of claims (``kind=``):
+
+- ``"fact"``: what no training trajectory changes (an identity, a shape, a bound, an exact count). When it does not
+  hold the code is wrong, so it raises ``ClaimFailed`` everywhere.
+- ``"training"`` (the default): a result of a training run (an accuracy, a loss, a comparison of models). Its
+  threshold sits below every value the course measured across machines and seeds, by a stated margin, but another
+  machine, a GPU or a learner's own (correct) implementation takes another floating-point path, so a miss is
+  possible without anything being wrong:
+
+  - in a smoke run (``helpers.smoke``: the suite's run of a student notebook, its training cut to a few steps) it
+    prints ``◌ smoke test, claim not checked: ...`` and returns ``False``;
+  - otherwise, in the test suite and when an instructor re-executes a notebook (``COURSE_STRICT_CLAIMS=1``, set by
+    ``tests/conftest.py`` and by ``helpers.execute``) it raises ``ClaimFailed``;
+  - in a learner's own session it prints one notice (the measured value, the range the course measured, why runs
+    differ between machines) and returns ``False``: the notebook goes on.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from typing import Literal
 
 from helpers import smoke
 
@@ -35,10 +49,21 @@ __all__ = [
     "claim_between",
     "claim_greater",
     "claim_all_at_least",
+    "STRICT_ENV",
+    "strict",
 ]
 
 PASS = "✔ claim holds:"
 SMOKE = "◌ smoke test, claim not checked:"  # helpers.smoke: a smoke run's numbers support no claim
+NOT_MET = "⚠ training claim not met on this run:"  # a learner's session: said, and the notebook goes on
+#: Set to "1" where a training claim that does not hold must raise (the test suite, ``helpers.execute``).
+STRICT_ENV = "COURSE_STRICT_CLAIMS"
+KINDS = ("training", "fact")
+WHY_RUNS_DIFFER = (
+    "Training results differ a little from machine to machine: another CPU, a GPU, another PyTorch version, or your "
+    "own (correct) code from the exercises takes another floating-point path, and a training run amplifies those "
+    "last-digit differences. Nothing needs fixing if the number is close; the notebook goes on."
+)
 
 
 class ClaimFailed(AssertionError):
@@ -61,61 +86,120 @@ def _number(name: str, value: object) -> float:
         number = float(value)  # works for Python numbers, numpy scalars, one-element tensors
     except (TypeError, ValueError) as err:
         raise ClaimFailed(f"{name}: expected a number, got {type(value).__name__}") from err
-    if math.isnan(number) and not smoke.active():
-        raise ClaimFailed(f"{name} is NaN: the run diverged or produced no result")
     return number
 
 
-def claim(statement: str, holds: bool, evidence: str = "") -> bool:
-    """Check a claim stated in words: ``holds`` is its truth, ``evidence`` what to show when it fails."""
+def _nan_evidence(name: str, *values: float) -> str:
+    """Say so when a value is NaN (a diverged run, or no result); NaN fails every comparison."""
+    return f"{name} is NaN: the run diverged or produced no result; " if any(math.isnan(v) for v in values) else ""
+
+
+def strict() -> bool:
+    """Whether a training claim that does not hold raises (``COURSE_STRICT_CLAIMS=1``: the suite, ``helpers.execute``)."""
+    return os.environ.get(STRICT_ENV, "") == "1"
+
+
+Kind = Literal["training", "fact"]
+
+
+def claim(statement: str, holds: bool, evidence: str = "", *, kind: Kind = "training", measured: str = "") -> bool:
+    """Check a claim stated in words: ``holds`` is its truth, ``evidence`` what to show when it fails.
+
+    ``kind`` is ``"training"`` (a training result, the default) or ``"fact"`` (see the module's docstring);
+    ``measured`` is what the course measured across its set-ups ("97.6 to 98.4%"), shown to a learner whose run misses.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"claim kind must be one of {KINDS}, not {kind!r}")
     if not isinstance(holds, bool):
         try:
             holds = bool(holds)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ClaimFailed(f"claim {statement!r}: its truth value must be a single boolean") from err
-    if not holds:
-        if smoke.active():
-            print(f"{SMOKE} {statement}")
-            return False
-        raise ClaimFailed(f"the claim '{statement}' does not hold on this run" + (f": {evidence}" if evidence else ""))
-    print(f"{PASS} {statement}")
-    return True
+    if holds:
+        print(f"{PASS} {statement}")
+        return True
+    failure = f"the claim '{statement}' does not hold on this run" + (f": {evidence}" if evidence else "")
+    if kind == "fact":
+        raise ClaimFailed(failure)
+    if smoke.active():
+        print(f"{SMOKE} {statement}")
+        return False
+    if strict():
+        raise ClaimFailed(failure)
+    lines = [f"{NOT_MET} {statement}."]
+    if evidence:
+        lines.append(f"   This run: {evidence}.")
+    if measured:
+        lines.append(f"   The course measured: {measured}.")
+    lines.append(f"   {WHY_RUNS_DIFFER}")
+    print("\n".join(lines))
+    return False
 
 
-def claim_at_least(name: str, value: float, bound: float, unit: str = "") -> bool:
+def claim_at_least(name: str, value: float, bound: float, unit: str = "", *, kind: Kind = "training", measured: str = "") -> bool:
     """``value >= bound``: prints ``✔ claim holds: NAME is at least BOUND``."""
     value = _number(name, value)
     return claim(
-        f"{name} is at least {_fmt(bound)}{unit}", value >= bound, f"measured {value:.6g}{unit}, below {_fmt(bound)}{unit}"
+        f"{name} is at least {_fmt(bound)}{unit}",
+        value >= bound,
+        _nan_evidence(name, value) + f"measured {value:.6g}{unit}, below {_fmt(bound)}{unit}",
+        kind=kind,
+        measured=measured,
     )
 
 
-def claim_at_most(name: str, value: float, bound: float, unit: str = "") -> bool:
+def claim_at_most(name: str, value: float, bound: float, unit: str = "", *, kind: Kind = "training", measured: str = "") -> bool:
     """``value <= bound``: prints ``✔ claim holds: NAME is at most BOUND``."""
     value = _number(name, value)
     return claim(
-        f"{name} is at most {_fmt(bound)}{unit}", value <= bound, f"measured {value:.6g}{unit}, above {_fmt(bound)}{unit}"
+        f"{name} is at most {_fmt(bound)}{unit}",
+        value <= bound,
+        _nan_evidence(name, value) + f"measured {value:.6g}{unit}, above {_fmt(bound)}{unit}",
+        kind=kind,
+        measured=measured,
     )
 
 
-def claim_between(name: str, value: float, low: float, high: float, unit: str = "") -> bool:
+def claim_between(
+    name: str, value: float, low: float, high: float, unit: str = "", *, kind: Kind = "training", measured: str = ""
+) -> bool:
     """``low <= value <= high``: prints ``✔ claim holds: NAME is between LOW and HIGH``."""
     value = _number(name, value)
     return claim(
         f"{name} is between {_fmt(low)}{unit} and {_fmt(high)}{unit}",
         low <= value <= high,
-        f"measured {value:.6g}{unit}, outside [{_fmt(low)}, {_fmt(high)}]{unit}",
+        _nan_evidence(name, value) + f"measured {value:.6g}{unit}, outside [{_fmt(low)}, {_fmt(high)}]{unit}",
+        kind=kind,
+        measured=measured,
     )
 
 
-def claim_greater(name_a: str, a: float, name_b: str, b: float, margin: float = 0.0, unit: str = "") -> bool:
+def claim_greater(
+    name_a: str,
+    a: float,
+    name_b: str,
+    b: float,
+    margin: float = 0.0,
+    unit: str = "",
+    *,
+    kind: Kind = "training",
+    measured: str = "",
+) -> bool:
     """``a > b + margin``: prints ``✔ claim holds: A exceeds B (by more than MARGIN)``."""
     a, b = _number(name_a, a), _number(name_b, b)
     by = f" by more than {_fmt(margin)}{unit}" if margin else ""
-    return claim(f"{name_a} exceeds {name_b}{by}", a > b + margin, f"{name_a} {a:.6g}{unit}, {name_b} {b:.6g}{unit}")
+    return claim(
+        f"{name_a} exceeds {name_b}{by}",
+        a > b + margin,
+        _nan_evidence(name_a, a) + _nan_evidence(name_b, b) + f"{name_a} {a:.6g}{unit}, {name_b} {b:.6g}{unit}",
+        kind=kind,
+        measured=measured,
+    )
 
 
-def claim_all_at_least(name: str, values: Sequence[float], bound: float, unit: str = "") -> bool:
+def claim_all_at_least(
+    name: str, values: Sequence[float], bound: float, unit: str = "", *, kind: Kind = "training", measured: str = ""
+) -> bool:
     """Every value ``>= bound`` (every seed, every run): prints ``✔ claim holds: every NAME is at least BOUND``."""
     numbers = [_number(name, v) for v in values]
     if not numbers:
@@ -123,6 +207,11 @@ def claim_all_at_least(name: str, values: Sequence[float], bound: float, unit: s
     low = min(numbers)
     return claim(
         f"every {name} is at least {_fmt(bound)}{unit}",
-        low >= bound,
-        f"lowest {low:.6g}{unit} of {len(numbers)} (" + ", ".join(f"{v:.6g}" for v in numbers) + ")",
+        all(v >= bound for v in numbers),
+        _nan_evidence(name, *numbers)
+        + f"lowest {low:.6g}{unit} of {len(numbers)} ("
+        + ", ".join(f"{v:.6g}" for v in numbers)
+        + ")",
+        kind=kind,
+        measured=measured,
     )

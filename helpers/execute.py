@@ -4,7 +4,8 @@
     python -m helpers.execute notebooks/solutions/01_*.ipynb   # some
 
 Runs each notebook top to bottom in a fresh kernel of this environment, with one
-thread (``OMP_NUM_THREADS=1``) so the printed numbers are the ones nbval will see,
+thread (``OMP_NUM_THREADS=1``) so the printed numbers are the ones nbval will see, and
+training claims held to account (``COURSE_STRICT_CLAIMS=1``, as in the suite),
 and reports each notebook's wall time. Cell timing metadata is not recorded, so
 re-executing an unchanged notebook gives an unchanged file. The notebook is saved
 as JupyterLab would save it (``helpers.student.KERNELSPEC``, the kernel's
@@ -25,6 +26,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from helpers import ROOT
+from helpers.claims import STRICT_ENV
 from helpers.student import normalise_notebook
 
 __all__ = ["execute_notebook", "main"]
@@ -34,6 +36,7 @@ def execute_notebook(path: Path, timeout: int = 600) -> float:
     """Execute ``path`` in place; returns the wall time in seconds."""
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["PYTHONHASHSEED"] = "0"
+    os.environ[STRICT_ENV] = "1"  # a training claim that misses fails the run, as in the suite (helpers.claims)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,

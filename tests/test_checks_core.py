@@ -136,3 +136,75 @@ def test_tolerance_follows_the_dtype():
 
 def test_every_check_is_exported():
     assert "check_pre_ln_encoder_block_forward" in checks.__all__
+
+
+# In a notebook (not the tests, which call raise_failures(True) in tests/conftest.py) a wrong answer never stops Run All.
+
+
+@pytest.fixture
+def notebook_mode(monkeypatch):
+    """A learner's session: wrong answers are shown, not raised; nbgrader is not running."""
+    monkeypatch.delenv("COURSE_CHECKS_RAISE", raising=False)
+    monkeypatch.delenv("COURSE_GRADING", raising=False)
+    checks.raise_failures(False)
+    yield
+    checks.raise_failures(True)
+
+
+def _wrong_softmax(x, dim=-1):
+    return torch.softmax(x, dim=0)
+
+
+def test_in_a_notebook_a_wrong_answer_is_shown_and_the_check_returns_false(notebook_mode, capsys):
+    assert checks.check_softmax(_wrong_softmax) is False
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "❌ ExerciseFailed" in captured.err and "softmax" in captured.err and "axis" in captured.err  # the named mistake
+    assert checks.check_softmax.outcome.startswith("wrong: ")
+
+
+def test_the_fallback_says_which_implementation_runs(capsys):
+    reference = checks.choose(False, _wrong_softmax, torch.softmax, name="torch.softmax")
+    assert reference is torch.softmax
+    assert "use the reference `torch.softmax` until your answer passes" in capsys.readouterr().out
+    mine = checks.choose(True, _wrong_softmax, torch.softmax)
+    assert mine is _wrong_softmax
+    assert "use your `_wrong_softmax` (it passed its check)" in capsys.readouterr().out
+
+
+def test_summary_lists_every_exercise_with_what_it_said_last(notebook_mode, capsys):
+    from helpers.checks import _core
+
+    saved = dict(_core._OUTCOMES)
+    _core._OUTCOMES.clear()
+    try:
+        checks.check_softmax(_wrong_softmax)
+        checks.check_causal_mask(...)
+        checks.check_scaled_dot_product_attention(lambda q, k, v, mask=None: 1 / 0)
+        checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim))  # fixed later: the last verdict counts
+        capsys.readouterr()
+        with checks.unrecorded():  # a demonstration leaves the verdicts as they were
+            checks.check_causal_mask(lambda n: torch.ones(n, n, dtype=torch.bool))
+        capsys.readouterr()
+        checks.summary()
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == "Exercises: 1 of 3 correct, 1 wrong, 1 not attempted."
+        assert lines[1].startswith("  ✅ softmax") and lines[1].endswith("correct")
+        assert lines[2].startswith("  ⏳ causal mask") and "not attempted" in lines[2]
+        assert lines[3].startswith("  ❌ scaled dot-product attention: wrong: ") and "ZeroDivisionError" in lines[3]
+    finally:
+        _core._OUTCOMES.clear()
+        _core._OUTCOMES.update(saved)
+
+
+def test_under_nbgrader_blank_and_wrong_answers_raise(monkeypatch):
+    monkeypatch.setenv("COURSE_GRADING", "1")  # nbgrader_config.py sets it; `nbgrader validate` then fails a blank
+    checks.raise_failures(False)
+    try:
+        with pytest.raises(ExerciseFailed, match="not attempted yet"):
+            checks.check_softmax(...)
+        with pytest.raises(ExerciseFailed, match="axis"):
+            checks.check_softmax(_wrong_softmax)
+        assert checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim)) is True
+    finally:
+        checks.raise_failures(True)

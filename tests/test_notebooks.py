@@ -14,7 +14,9 @@ from helpers.student import SETUP_CELL, student_path
 SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
 STUDENTS = [student_path(p) for p in SOLUTIONS]
 IDS = [p.stem for p in SOLUTIONS]
-MARKER = re.compile(r"#\s*NBVAL_\w+")
+MARKER = re.compile(r"NBVAL_\w+")
+#: nbval's cell tags (metadata, invisible to a reader), which the notebooks use instead of its comment markers.
+NBVAL_TAGS = {"nbval-ignore-output", "nbval-skip", "nbval-check-output", "raises-exception"}
 
 
 def _read(path):
@@ -43,7 +45,7 @@ def test_solution_notebook_conventions(path):
         assert needed.lower() in first.source.lower(), f"first markdown cell lacks {needed!r}"
     code = _code(nb)
     assert code[0].source == SETUP_CELL, "the first code cell must be helpers.student.SETUP_CELL"
-    assert code[1].source.startswith("# NBVAL_IGNORE_OUTPUT\n") and "helpers.setup(" in code[1].source
+    assert "nbval-ignore-output" in code[1].metadata.get("tags", []) and "helpers.setup(" in code[1].source
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
 
 
@@ -69,14 +71,14 @@ def test_solution_notebook_is_fully_executed_and_every_check_passes(path):
             assert "image/svg+xml" not in output.get("data", {}), f"code cell {index} has an SVG output (nbval cannot compare it)"
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=IDS)
-def test_nbval_markers_are_whole_comment_lines(path):
-    for index, cell in enumerate(_code(_read(path))):
-        for line in cell.source.splitlines():
-            if MARKER.search(line):
-                assert re.fullmatch(r"# NBVAL_(IGNORE_OUTPUT|SKIP|CHECK_OUTPUT|RAISES_EXCEPTION)", line.strip()), (
-                    f"code cell {index}: {line.strip()!r} must be a whole comment line such as '# NBVAL_IGNORE_OUTPUT'"
-                )
+@pytest.mark.parametrize("path", SOLUTIONS + STUDENTS, ids=[f"solution-{i}" for i in IDS] + [f"student-{i}" for i in IDS])
+def test_test_plumbing_stays_out_of_sight(path):
+    """nbval's markers are cell tags (metadata), never comments a learner reads in the code or on the website."""
+    for index, cell in enumerate(_read(path).cells):
+        assert not MARKER.search(cell.source), f"cell {index}: an NBVAL_ comment; use nbval's cell tag instead"
+        tags = cell.metadata.get("tags", [])
+        unknown = [t for t in tags if t.startswith("nbval") and t not in NBVAL_TAGS]
+        assert not unknown, f"cell {index}: {unknown} is not a tag nbval knows ({sorted(NBVAL_TAGS)})"
 
 
 @pytest.mark.parametrize("path", STUDENTS, ids=IDS)
@@ -98,3 +100,12 @@ def test_readme_lists_every_notebook_with_a_colab_link():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in STUDENTS:
         assert f"notebooks/{path.name}" in readme, f"README's course map lacks {path.name}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=IDS)
+def test_a_notebook_with_exercises_ends_with_their_summary(path):
+    """A wrong or unfinished exercise is shown in its check cell and again at the end (helpers.checks.summary)."""
+    code = _code(_read(path))
+    assert code[-1].source.rstrip().endswith("summary()"), "the last code cell must call helpers.checks.summary()"
+    text = "".join(o.get("text", "") for o in code[-1].outputs)
+    assert text.startswith("Exercises: ") and " 0 wrong, 0 not attempted." in text.splitlines()[0], text

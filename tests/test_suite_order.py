@@ -9,6 +9,7 @@ import pytest
 
 from conftest import _LONGEST_FIRST, _order, kernel_env
 from helpers import ROOT, smoke
+from helpers.claims import STRICT_ENV
 
 
 def test_every_listed_file_exists():
@@ -42,13 +43,15 @@ def test_order_longest_first_then_notebooks_by_number_then_tests():
 
 def test_kernel_environments(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(smoke.ENV, raising=False)
-    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {smoke.ENV: "1"}
-    assert kernel_env("notebooks/solutions/07_transformer_classifier.ipynb") == {}
+    strict = {STRICT_ENV: "1"}  # every notebook kernel of the suite holds training claims to account
+    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {**strict, smoke.ENV: "1"}
+    assert kernel_env("notebooks/solutions/07_transformer_classifier.ipynb") == strict
     assert kernel_env("build/suite/default/07_transformer_classifier.ipynb") == {
+        **strict,
         "ATEN_CPU_CAPABILITY": "default",
         "MKL_CBWR": "COMPATIBLE",
     }
-    assert kernel_env("build/suite/avx2/01_attention_shapes.ipynb") == {"ATEN_CPU_CAPABILITY": "avx2"}
+    assert kernel_env("build/suite/avx2/01_attention_shapes.ipynb") == {**strict, "ATEN_CPU_CAPABILITY": "avx2"}
     assert kernel_env("tests/test_smoke.py") == {}
     monkeypatch.setenv(smoke.ENV, "0")  # COURSE_SMOKE_TEST=0: the student notebooks in full
-    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == {}
+    assert kernel_env("notebooks/07_transformer_classifier.ipynb") == strict

@@ -1,15 +1,24 @@
 """The machinery every exercise check shares.
 
 A check is a function decorated with ``@exercise("title")`` that receives the
-student's answer and raises:
+student's answer. Its body raises:
 
 - ``NotAttempted`` (through ``require_attempt`` or ``call``) when the answer is
   still the stub: ``...``, or the generator's own ``raise NotImplementedError("Exercise ...")``
   (a ``NotImplementedError`` raised by PyTorch, e.g. by calling an
   ``nn.ModuleList``, is a real attempt and fails with its cause named): the
   decorator prints a short notice and returns ``False``;
-- ``ExerciseFailed`` naming the mistake for a wrong answer;
+- ``ExerciseFailed`` naming the mistake for a wrong answer: the decorator shows
+  the named mistake as a failure (``❌ ExerciseFailed: ...`` on stderr, red in
+  Jupyter) and returns ``False``, so the notebook goes on with the reference
+  (nothing blocks Run All); the closing ``summary()`` lists it as wrong;
 - nothing for a right one: the decorator prints a success line and returns ``True``.
+
+Where a wrong answer must raise instead (``ExerciseFailed``), the decorator raises:
+in the test suite (``raise_failures(True)``, or ``COURSE_CHECKS_RAISE=1``), and
+under nbgrader (``COURSE_GRADING=1``, set by ``nbgrader_config.py``), where "not
+attempted" raises too, so that ``nbgrader validate`` fails a blank notebook as
+autograding scores it 0.
 
 Whatever else goes wrong inside a check (the student's code raising
 ``RuntimeError`` on a shape mismatch, say) becomes an ``ExerciseFailed`` that
@@ -26,6 +35,7 @@ import inspect
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -52,7 +62,23 @@ __all__ = [
     "expect_equal_answer",
     "describe",
     "use_reference",
+    "choose",
+    "summary",
+    "outcomes",
+    "unrecorded",
+    "raise_failures",
+    "RAISE_ENV",
+    "GRADING_ENV",
 ]
+
+#: Set to "1" to make a check raise ``ExerciseFailed`` for a wrong answer instead of showing it and returning False.
+RAISE_ENV = "COURSE_CHECKS_RAISE"
+#: Set to "1" by nbgrader_config.py: a wrong answer and "not attempted" both raise (a failed test cell for nbgrader).
+GRADING_ENV = "COURSE_GRADING"
+_RAISE = {"on": False}
+_RECORD = {"on": True}
+#: Each check's title -> what it said last in this kernel: "correct", "not attempted: ...", "wrong: ..." (in call order).
+_OUTCOMES: dict[str, str] = {}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -366,15 +392,71 @@ def expect_equal_answer(answer: object, expected: object, what: str, hints: Mapp
     raise ExerciseFailed(f"{what}: {answer!r} is not right")
 
 
+def raise_failures(on: bool = True) -> None:
+    """Make every check raise ``ExerciseFailed`` for a wrong answer (``True``: the tests) or show it and go on (``False``)."""
+    _RAISE["on"] = on
+
+
+def _raising() -> bool:
+    return _RAISE["on"] or os.environ.get(RAISE_ENV, "") == "1" or _grading()
+
+
+def _grading() -> bool:
+    return os.environ.get(GRADING_ENV, "") == "1"
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Checks run inside this block (a demonstration of a wrong answer, say) leave ``summary()`` as it was."""
+    saved = _RECORD["on"]
+    _RECORD["on"] = False
+    try:
+        yield
+    finally:
+        _RECORD["on"] = saved
+
+
+def _record(check: Any, title: str, outcome: str) -> None:
+    if _RECORD["on"]:
+        _OUTCOMES[title] = check.outcome = outcome
+
+
+def outcomes() -> dict[str, str]:
+    """What each check said last in this kernel, in the order the checks were first run (a copy)."""
+    return dict(_OUTCOMES)
+
+
+def _show_failure(message: str) -> None:
+    """A wrong answer, shown as a failure in the check cell's output (stderr: red in JupyterLab, Colab and VS Code)."""
+    print(f"\x1b[0;31m❌ ExerciseFailed\x1b[0m: {message}", file=sys.stderr, flush=True)
+
+
 def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
     """Decorator that turns a check body into a student-facing check.
 
     The body runs with torch's random state forked and seeded with ``seed``
     (fresh but reproducible inputs; the notebook's own random stream is left
-    untouched). Returns ``True`` on success and ``False`` when not attempted.
+    untouched). Returns ``True`` on success, ``False`` when not attempted and
+    ``False`` for a wrong answer, whose named mistake is shown as a failure
+    (or raised: see the module's docstring). The outcome is recorded for
+    ``summary()`` and in the check's ``outcome`` attribute.
     """
 
     def decorate(body: F) -> F:
+        def not_attempted(why: str) -> bool:
+            _record(check, title, f"not attempted: {why}")
+            if _grading():
+                raise ExerciseFailed(f"{title}: not attempted yet ({why})")
+            print(f"⏳ {title}: not attempted yet ({why}).")
+            return False
+
+        def wrong(message: str) -> bool:
+            _record(check, title, f"wrong: {message}")
+            if _raising():
+                raise ExerciseFailed(f"{title}: {message}")
+            _show_failure(f"{title}: {message}")
+            return False
+
         @functools.wraps(body)
         def check(*args: Any, **kwargs: Any) -> bool:
             try:
@@ -382,21 +464,22 @@ def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
                     torch.manual_seed(seed)
                     body(*args, **kwargs)
             except NotAttempted as why:
-                print(f"⏳ {title}: not attempted yet ({why}).")
-                return False
+                return not_attempted(str(why))
             except ExerciseFailed as err:
-                raise ExerciseFailed(f"{title}: {err}") from None
+                return wrong(str(err))
             except NotImplementedError as err:  # raised outside `call`, e.g. by a class's __init__
                 if is_stub_error(err):
-                    print(f"⏳ {title}: not attempted yet (your code still raises NotImplementedError: fill it in).")
-                    return False
-                raise ExerciseFailed(f"{title}: {not_a_stub_message(err, 'code')}") from None
+                    return not_attempted("your code still raises NotImplementedError: fill it in")
+                return wrong(not_a_stub_message(err, "code"))
             except Exception as err:  # never let the check's internals reach the student
-                raise ExerciseFailed(f"{title}: your answer could not be checked: {type(err).__name__}: {err}") from None
+                return wrong(f"your answer could not be checked: {type(err).__name__}: {err}")
+            _record(check, title, "correct")
             print(f"✅ {title}: correct.")
             return True
 
         check.__signature__ = inspect.signature(body)  # type: ignore[attr-defined]
+        check.title = title  # type: ignore[attr-defined]
+        check.outcome = "not checked yet"  # type: ignore[attr-defined]
         return check  # type: ignore[return-value]
 
     return decorate
@@ -405,11 +488,51 @@ def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
 def use_reference(reference: F, name: str | None = None) -> F:
     """Announce that the notebook continues with the reference from ``helpers`` and return it.
 
-    Use after a check that returned ``False``::
+    Use after a check that returned ``False`` (not attempted, or a wrong answer)::
 
         if not check_softmax(softmax):
             softmax = use_reference(helpers.attention.softmax)
     """
     label = name or f"{reference.__module__}.{getattr(reference, '__qualname__', reference)}"
-    print(f"   -> the cells below use the reference `{label}` until you finish this exercise.")
+    print(f"   -> the cells below use the reference `{label}` until your answer passes this check.")
     return reference
+
+
+def choose(passed: bool, yours: F, reference: F, name: str | None = None) -> F:
+    """Your version if its check passed, else the reference; prints which one the cells below run.
+
+    ::
+
+        shift_right = choose(passed["shift_right"], shift_right, helpers.models.seq2seq.shift_right)
+        # -> the cells below use your `shift_right` (it passed its check).
+    """
+    if passed is True:
+        label = name or getattr(yours, "__name__", type(yours).__name__)
+        print(f"   -> the cells below use your `{label}` (it passed its check).")
+        return yours
+    return use_reference(reference, name)
+
+
+def summary() -> None:
+    """Print what every exercise of this notebook's session said last (``outcomes()`` holds the same as a dict).
+
+    The last cell of a notebook with exercises: a wrong answer shows here as well as in its check cell.
+    """
+    if not _OUTCOMES:
+        print("No exercise was checked in this session.")
+        return
+    counts = {"correct": 0, "wrong": 0, "not attempted": 0}
+    lines = []
+    for title, outcome in _OUTCOMES.items():
+        if outcome == "correct":
+            counts["correct"] += 1
+            lines.append(f"  ✅ {title}: correct")
+        elif outcome.startswith("wrong"):
+            counts["wrong"] += 1
+            lines.append(f"  ❌ {title}: {outcome} (the cells after it used the reference)")
+        else:
+            counts["not attempted"] += 1
+            lines.append(f"  ⏳ {title}: {outcome} (the cells after it used the reference)")
+    total = len(_OUTCOMES)
+    print(f"Exercises: {counts['correct']} of {total} correct, {counts['wrong']} wrong, {counts['not attempted']} not attempted.")
+    print("\n".join(lines))

@@ -35,9 +35,10 @@ def recording(name: str) -> Callable[..., Any]:
     """``helpers.checks.<name>``, wrapped so that ``passed`` can tell what it said (hidden test, before the check cell).
 
     The check is taken from ``helpers.checks`` itself, not from the notebook's namespace, so an answer cell that
-    redefines ``check_...`` does not grade itself. A wrong answer (``ExerciseFailed``) is printed and turned into
-    ``False``, the value the check cell already handles for "not attempted": the notebook carries on with the reference,
-    so one wrong answer does not fail the exercises after it. ``passed`` then fails the cell.
+    redefines ``check_...`` does not grade itself. Under nbgrader (``COURSE_GRADING=1``, set by nbgrader_config.py) a
+    check raises ``ExerciseFailed`` for a wrong answer and for "not attempted", so that ``nbgrader validate`` fails
+    both; here that is printed and turned into ``False``, the value the check cell handles by going on with the
+    reference, so one wrong answer does not fail the exercises after it. ``passed`` then fails the cell.
     """
     import helpers.checks
     from helpers.checks import ExerciseFailed
@@ -52,9 +53,18 @@ def recording(name: str) -> Callable[..., Any]:
             result = check(*args, **kwargs)
         except ExerciseFailed as err:
             print(f"ExerciseFailed: {err}")
-            setattr(recorded, GRADED, f"a wrong answer ({err})")
+            outcome = str(getattr(check, "outcome", ""))
+            setattr(recorded, GRADED, "not attempted" if outcome.startswith("not attempted") else f"a wrong answer ({err})")
             return False
-        setattr(recorded, GRADED, True if result is True else "not attempted")
+        outcome = str(getattr(check, "outcome", ""))
+        if result is True:
+            setattr(recorded, GRADED, True)
+        else:
+            setattr(
+                recorded,
+                GRADED,
+                f"a wrong answer ({outcome[len('wrong: ') :]})" if outcome.startswith("wrong") else "not attempted",
+            )
         return result
 
     setattr(recorded, GRADED, "not checked (the check was never called)")
