@@ -11,15 +11,18 @@ when that index cannot be reached the default index is used, and the reason is p
 
 ``lab`` opens ``workspace/``, your own git-ignored copy of the student notebooks:
 made on first use and never overwritten; a notebook added by a course update is
-copied in, and a changed one is put beside yours as ``NN_topic.updated.ipynb``
-(or updated in place when you never changed your copy). Options go to Jupyter;
-as root (a container, a cloud VM) ``--allow-root`` is added.
+copied in, and a changed one is put beside yours as ``NN_UPDATE_<date>_topic.ipynb``
+with a first cell that says so (or updated in place when you never changed your
+copy). The lab is the student's: nbgrader's menus, sidebar and Validate button are
+switched off there (``student_jupyter_config``). Options go to Jupyter; as root (a
+container, a cloud VM) ``--allow-root`` is added.
 
 ``test`` runs the whole suite natively and, in the same pytest run, the solution
-notebooks once more under a second CPU set-up (PyTorch's portable ``default``
-kernels and MKL's compatible mode; copies in build/suite/default/), so that a
-compared output which only this CPU prints fails here, not on a student's
-laptop. The student notebooks run top to bottom as smoke tests, each training
+notebooks once more under a second CPU set-up (copies in build/suite/SETUP/), so
+that a compared output or a claim which only this CPU's kernels support fails
+here, not on a student's laptop: PyTorch's AVX2 kernels on a CPU with AVX-512
+(``avx2``), its portable kernels with MKL's compatible mode elsewhere
+(``default``); ``COURSE_SECOND_SETUP=NAME`` chooses. The student notebooks run top to bottom as smoke tests, each training
 run cut to a few steps (``helpers.smoke``; ``COURSE_SMOKE_TEST=0`` runs them in
 full). pytest runs one worker per CPU core, 2 to 4. Options:
 
@@ -38,6 +41,7 @@ COURSE_DEPS=lower-bounds or COURSE_DEPS=newest (CI's extra jobs) installs other 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -62,6 +66,15 @@ STAMP = VENV / ".course-install-stamp"
 NOTEBOOKS = ROOT / "notebooks"
 WORKSPACE = ROOT / "workspace"  # git-ignored: the student's own copies (see sync_workspace)
 MANIFEST = ".course-upstream.json"  # in WORKSPACE: the hash of the course version each copy was made from
+# nbgrader's parts that the student's lab switches off (student_jupyter_config): its server extensions (the list in
+# nbgrader's own configuration file is read too) and its JupyterLab extension (menu, sidebar, Validate button).
+NBGRADER_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.assignment_list",
+    "nbgrader.server_extensions.course_list",
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.validate_assignment",
+)
+NBGRADER_LAB_EXTENSIONS = ("@jupyter/nbgrader",)
 
 # PyTorch's own index of CPU-only wheels (https://pytorch.org/get-started/locally/). The connect time-out is short on
 # purpose: an unreachable index (a firewall, an offline mirror) must cost seconds, not pip's minutes of retries.
@@ -110,7 +123,11 @@ SETUPS: dict[str, dict[str, str]] = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
     "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
-SECOND_SETUP = "default"
+# The second set-up of `course.py test` (second_setup): a kernel family this CPU does not pick by itself, at about native
+# speed where there is one. On a CPU with AVX-512, PyTorch's AVX2 kernels ("avx2": what most laptops run, and a training
+# trajectory of its own, measured in notebooks 07 and 08); elsewhere its portable kernels with MKL's compatible mode
+# ("default", 1.6 to 1.7 times slower). COURSE_SECOND_SETUP=NAME chooses; `course.py setups` runs all three.
+SECOND_SETUP_ENV = "COURSE_SECOND_SETUP"
 
 
 def deps_mode() -> str:
@@ -253,15 +270,52 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE) -> list[str]:
+def update_path(name: str, when: str, workspace: Path) -> Path:
+    """Where a course update of ``name`` goes beside the student's copy: ``09_UPDATE_2026-11-24_topic.ipynb``.
+
+    The number and ``UPDATE`` come first, so the file browser tells it from ``09_topic.ipynb`` even when it cuts long
+    names, and sorts it next to it. An earlier update is never overwritten: a second one the same day gets ``_2``.
+    """
+    number, _, topic = name.partition("_")
+    base = f"{number}_UPDATE_{when}_{topic.removesuffix('.ipynb')}"
+    candidate, count = workspace / f"{base}.ipynb", 2
+    while candidate.exists():
+        candidate, count = workspace / f"{base}_{count}.ipynb", count + 1
+    return candidate
+
+
+def with_update_notice(text: str, yours: str, when: str) -> str:
+    """The updated notebook with a first markdown cell that says what it is, so the learner sees it in the lab.
+
+    Text that is not a notebook (it never is in a real course folder) is returned unchanged.
+    """
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+    except (ValueError, KeyError, TypeError):
+        return text
+    notice = (
+        f"**Course update ({when}).** This is the course's new version of `{yours}`. You had changed your copy, so it "
+        "was left exactly as it was and this one was put beside it. Compare the two, carry over what you want (your "
+        "answers into this one, or the course's changes into yours), then delete the file you no longer need. "
+        "Nothing is overwritten: a later update comes as another file."
+    )
+    cells.insert(0, {"cell_type": "markdown", "id": "course-update-notice", "metadata": {}, "source": notice})
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE, today: str | None = None) -> list[str]:
     """Bring the student's workspace up to date with the course's student notebooks, never overwriting their work.
 
     - A notebook the workspace lacks (first use, a notebook added by a course update, one the student deleted) is
       copied in.
     - A notebook the course changed since the student's copy was made: if the student never changed their copy, it
-      is updated in place; otherwise the new version is put beside it as ``NN_topic.updated.ipynb``, once.
+      is updated in place; otherwise the new version is put beside it as ``NN_UPDATE_<date>_topic.ipynb``
+      (``update_path``), with a first cell that says so (``with_update_notice``). Every update is a new file: one the
+      student has not looked at yet is never overwritten.
     - Everything else is left alone. Returns one line per action, to print.
     """
+    when = today or datetime.date.today().isoformat()
     workspace.mkdir(parents=True, exist_ok=True)
     manifest_path = workspace / MANIFEST
     try:
@@ -283,9 +337,13 @@ def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE) -> lis
                 shutil.copyfile(upstream, mine)
                 actions.append(f"updated {upstream.name} (the course changed it; you had not)")
             else:
-                updated = mine.with_suffix(".updated.ipynb")
-                shutil.copyfile(upstream, updated)
-                actions.append(f"the course changed {upstream.name}: the new version is beside yours as {updated.name}")
+                updated = update_path(upstream.name, when, workspace)
+                text = upstream.read_text(encoding="utf-8")
+                updated.write_text(with_update_notice(text, upstream.name, when), encoding="utf-8")
+                actions.append(
+                    f"the course changed {upstream.name}, which you had changed too: yours is untouched, "
+                    f"the new version is beside it as {updated.name}"
+                )
         manifest[upstream.name] = new
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return actions
@@ -300,10 +358,38 @@ def lab_command(argv: list[str], workspace: Path = WORKSPACE, euid: int | None =
     return command
 
 
+def student_jupyter_config(venv: Path = VENV) -> Path:
+    """A Jupyter configuration folder that switches nbgrader off in the student's lab; returns it.
+
+    nbgrader (installed for instructors: ``python3 course.py nbgrader``) adds an "Nbgrader" menu, a "Create
+    Assignment" sidebar and a "Validate" button to every JupyterLab of this environment, and its server extensions log
+    an error when the lab's root is not nbgrader's course folder. ``lab`` puts this folder first on
+    ``JUPYTER_CONFIG_PATH``: nbgrader's server extensions (read from their own configuration file in the environment,
+    so a new one is covered too) and its lab extension are disabled there, for that lab only; ``.venv/bin/jupyter lab``
+    and nbgrader's own commands keep them.
+    """
+    folder = venv / "etc" / "course-student"
+    registered = venv / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    try:
+        names = list(json.loads(registered.read_text())["ServerApp"]["jpserver_extensions"])
+    except (OSError, ValueError, KeyError, TypeError):
+        names = []
+    names = sorted({*names, *NBGRADER_SERVER_EXTENSIONS})
+    server = folder / "jupyter_server_config.d" / "course-student.json"
+    server.parent.mkdir(parents=True, exist_ok=True)
+    server.write_text(json.dumps({"ServerApp": {"jpserver_extensions": dict.fromkeys(names, False)}}, indent=1) + "\n")
+    page = folder / "labconfig" / "page_config.json"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(json.dumps({"disabledExtensions": dict.fromkeys(NBGRADER_LAB_EXTENSIONS, True)}, indent=1) + "\n")
+    return folder
+
+
 def lab(env: dict[str, str], argv: list[str]) -> int:
     for action in sync_workspace():
         print(f"course: workspace: {action}", flush=True)
     print(f"course: your notebooks are in {WORKSPACE} (git ignores it; course updates never overwrite it)", flush=True)
+    config = str(student_jupyter_config())
+    env = {**env, "JUPYTER_CONFIG_PATH": os.pathsep.join(filter(None, [config, env.get("JUPYTER_CONFIG_PATH", "")]))}
     command = lab_command(argv)
     if os.name == "posix":  # become Jupyter, so that a signal (Ctrl-C, a container's stop) reaches it directly
         os.execve(command[0], command, env)
@@ -317,7 +403,28 @@ def run_pytest(env: dict[str, str], setup: str, args: list[str]) -> int:
     return 0 if code == 5 else code
 
 
-def setup_copies(setup: str = SECOND_SETUP, root: Path = ROOT) -> Path:
+def cpu_capability(python: Path = PYTHON) -> str:
+    """The instruction set PyTorch's CPU kernels use here ("AVX512", "AVX2", "DEFAULT", ...), asked of .venv's torch."""
+    command = [str(python), "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"]
+    try:
+        answer = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return answer.stdout.strip().upper() or "unknown"
+
+
+def second_setup(capability: str | None = None) -> str:
+    """The set-up the suite runs the solution notebooks under a second time (see SECOND_SETUP_ENV above)."""
+    chosen = os.environ.get(SECOND_SETUP_ENV)
+    if chosen:
+        if chosen not in SETUPS or chosen == "native":
+            raise ValueError(f"{SECOND_SETUP_ENV} must be one of {', '.join(s for s in SETUPS if s != 'native')}")
+        return chosen
+    capability = capability if capability is not None else cpu_capability()
+    return "avx2" if capability.startswith("AVX512") else "default"
+
+
+def setup_copies(setup: str = "default", root: Path = ROOT) -> Path:
     """Fresh copies of the solution notebooks in build/suite/SETUP/ (git-ignored), which conftest.py runs under SETUP.
 
     conftest.py starts the kernel of build/suite/SETUP/NN_topic.ipynb with SETUPS[SETUP], so one pytest run holds both
@@ -332,7 +439,7 @@ def setup_copies(setup: str = SECOND_SETUP, root: Path = ROOT) -> Path:
 
 
 def test(env: dict[str, str], argv: list[str]) -> int:
-    """The whole suite natively and, in the same run, the solution notebooks under SECOND_SETUP (or --setup NAME)."""
+    """The whole suite natively and, in the same run, the solution notebooks under a second set-up (or --setup NAME)."""
     if argv[:1] == ["--setup"]:
         if len(argv) < 2 or argv[1] not in SETUPS:
             print(f"course: --setup takes one of {', '.join(SETUPS)}", file=sys.stderr)
@@ -340,10 +447,13 @@ def test(env: dict[str, str], argv: list[str]) -> int:
         return run_pytest(env, argv[1], [*PYTEST_ARGS, *argv[2:]])
     if argv:  # a selection (-k, a path): natively only
         return run_pytest(env, "native", [*PYTEST_ARGS, *argv])
-    copies = setup_copies().relative_to(ROOT).as_posix()
-    print(
-        f"course: and the solution notebooks under the {SECOND_SETUP!r} set-up {SETUPS[SECOND_SETUP]}, as {copies}/", flush=True
-    )
+    try:
+        second = second_setup()
+    except ValueError as err:
+        print(f"course: {err}", file=sys.stderr)
+        return 2
+    copies = setup_copies(second).relative_to(ROOT).as_posix()
+    print(f"course: and the solution notebooks under the {second!r} set-up {SETUPS[second]}, as {copies}/", flush=True)
     return run_pytest(env, "native", [*PYTEST_ARGS, copies])
 
 

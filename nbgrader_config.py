@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from helpers.grading.instructor import GRADING_DIR
-from helpers.grading.nbgrader_plugins import generate_assignment_preprocessors
+from helpers.grading.nbgrader_plugins import autograde_sanitize_preprocessors, generate_assignment_preprocessors
 
 c = get_config()  # noqa: F821 (nbgrader's config loader defines get_config)
 
@@ -23,6 +23,10 @@ c.CourseDirectory.root = str(GRADING_DIR)
 # The released notebook gets the course's own stubs (it runs top to bottom, as the student notebooks do) and a Colab
 # badge that points at the student notebook.
 c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
+
+# Autograding restores each check cell's hidden tests without nbgrader's false "checksum ... has changed" warning for
+# every hidden-test cell of every submission (nbgrader issue #1961); a cell the student did change is still reported.
+c.Autograde.sanitize_preprocessors = autograde_sanitize_preprocessors()
 
 # A check raises for a wrong answer and for "not attempted" under nbgrader (helpers.checks, COURSE_GRADING): so
 # `nbgrader validate` fails a notebook whose exercise is blank or wrong, as autograding scores it 0. The kernels nbgrader

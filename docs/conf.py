@@ -7,7 +7,7 @@ MyST-NB renders the notebooks' committed outputs and never executes them.
 import shutil
 from pathlib import Path
 
-import jupyter_server_mathjax
+import mathjax
 
 from helpers.website import BRANCH, REPOSITORY
 
@@ -44,23 +44,29 @@ html_theme_options = {
 html_last_updated_fmt = None
 html_copy_source = True
 
-# MathJax from a PyPI package (jupyter-server-mathjax: MathJax 2.7 and its STIX web fonts), copied into the site, so
-# that the math renders with no network and no third-party CDN: the site can be read from a folder, offline.
-MATHJAX = Path(jupyter_server_mathjax.__file__).parent / "static"
-mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"  # relative to _static/
-# MathJax 2 reads MathJax.Hub.Config (Sphinx writes mathjax2_config there), not the MathJax 3 object MyST-NB would set:
-# typeset Sphinx's math spans (class "math") and the notebooks' outputs, with the fonts the package ships (as Jupyter's
-# classic notebook did).
-mathjax3_config = None
-mathjax2_config = {
-    "tex2jax": {"processClass": "math|output_area", "ignoreClass": "document", "processEscapes": True},
-    "HTML-CSS": {"availableFonts": [], "preferredFont": None, "webFont": "STIX-Web", "imageFont": None},
-}
+# MathJax 3 from a PyPI package (django-static-mathjax ships MathJax 3.2.2 with its web fonts; nothing else of Django is
+# used), copied into the site, so that the math renders with no network and no third-party CDN: the site can be read
+# from a folder, offline. MathJax 3 is what the theme and MyST-NB are made for (Sphinx's default configuration).
+MATHJAX = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+# the bundle the pages load and what it loads on demand (TeX extensions, fonts, the menu, accessibility); not the other
+# bundles of the package
+MATHJAX_PARTS = ("tex-mml-chtml.js", "input", "output", "ui", "a11y", "sre", "adaptors")
+mathjax_path = "mathjax/tex-mml-chtml.js"  # relative to _static/
+# A displayed formula wider than the text column scrolls sideways inside it instead of being cut off (_static/course.css).
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
 
 
 def _copy_mathjax(app, exception):
     if exception is None and app.builder.format == "html":
-        shutil.copytree(MATHJAX, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+        target = Path(app.outdir) / "_static" / "mathjax"
+        target.mkdir(parents=True, exist_ok=True)
+        for part in MATHJAX_PARTS:
+            source = MATHJAX / part
+            if source.is_dir():
+                shutil.copytree(source, target / part, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target / part)
 
 
 def setup(app):

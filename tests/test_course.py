@@ -195,23 +195,56 @@ def test_first_use_copies_every_student_notebook_and_only_those(tmp_path):
     assert course.sync_workspace(source, work) == []  # the second start changes nothing
 
 
+def _notebook(text: str) -> str:
+    return json.dumps({"cells": [{"cell_type": "markdown", "id": "x", "metadata": {}, "source": text}], "metadata": {}})
+
+
 def test_student_work_is_never_overwritten_and_updates_come_side_by_side(tmp_path):
-    source = _upstream(tmp_path, **{"01_a": "a1", "02_b": "b1"})
+    source = _upstream(tmp_path, **{"01_a": _notebook("a1"), "02_b": _notebook("b1")})
     work = tmp_path / "workspace"
-    course.sync_workspace(source, work)
+    course.sync_workspace(source, work, today="2026-11-24")
     (work / "01_a.ipynb").write_text("a1 + my answers")
-    _upstream(tmp_path, **{"01_a": "a2", "02_b": "b2", "03_c": "c1"})  # a course update changes two, adds one
-    actions = course.sync_workspace(source, work)
+    _upstream(tmp_path, **{"01_a": _notebook("a2"), "02_b": _notebook("b2"), "03_c": _notebook("c1")})  # changes two, adds one
+    actions = course.sync_workspace(source, work, today="2026-11-24")
     assert actions == [
-        "the course changed 01_a.ipynb: the new version is beside yours as 01_a.updated.ipynb",
+        "the course changed 01_a.ipynb, which you had changed too: yours is untouched, "
+        "the new version is beside it as 01_UPDATE_2026-11-24_a.ipynb",
         "updated 02_b.ipynb (the course changed it; you had not)",
         "copied 03_c.ipynb",
     ]
     assert (work / "01_a.ipynb").read_text() == "a1 + my answers"
-    assert (work / "01_a.updated.ipynb").read_text() == "a2"
-    assert (work / "02_b.ipynb").read_text() == "b2" and (work / "03_c.ipynb").read_text() == "c1"
-    (work / "01_a.updated.ipynb").unlink()  # the student took what they wanted from it
-    assert course.sync_workspace(source, work) == []  # offered once, not again at every start
+    update = json.loads((work / "01_UPDATE_2026-11-24_a.ipynb").read_text())
+    notice, original = update["cells"]
+    assert notice["cell_type"] == "markdown" and notice["source"].startswith("**Course update (2026-11-24).**")
+    assert "`01_a.ipynb`" in notice["source"] and original["source"] == "a2"  # what it is, then the course's notebook
+    assert (work / "02_b.ipynb").read_text() == _notebook("b2") and (work / "03_c.ipynb").read_text() == _notebook("c1")
+    assert course.sync_workspace(source, work, today="2026-11-25") == []  # offered once, not again at every start
+
+
+def test_a_second_update_never_overwrites_the_first(tmp_path):
+    source = _upstream(tmp_path, **{"09_topic": _notebook("v1")})
+    work = tmp_path / "workspace"
+    course.sync_workspace(source, work)
+    (work / "09_topic.ipynb").write_text("my answers")
+    for version, day in (("v2", "2026-11-24"), ("v3", "2026-11-24"), ("v4", "2026-12-01")):  # never opened in between
+        _upstream(tmp_path, **{"09_topic": _notebook(version)})
+        course.sync_workspace(source, work, today=day)
+    names = sorted(p.name for p in work.glob("*.ipynb"))
+    assert names == [
+        "09_UPDATE_2026-11-24_topic.ipynb",
+        "09_UPDATE_2026-11-24_topic_2.ipynb",
+        "09_UPDATE_2026-12-01_topic.ipynb",
+        "09_topic.ipynb",
+    ]
+    versions = [json.loads((work / name).read_text())["cells"][1]["source"] for name in names[:3]]
+    assert versions == ["v2", "v3", "v4"] and (work / "09_topic.ipynb").read_text() == "my answers"
+
+
+def test_update_names_are_told_apart_at_a_glance(tmp_path):
+    # the file browser cuts long names: the number and UPDATE come first, so the start already differs
+    name = course.update_path("09_translation_encoder_decoder.ipynb", "2026-11-24", tmp_path).name
+    assert name == "09_UPDATE_2026-11-24_translation_encoder_decoder.ipynb"
+    assert name[:9] != "09_translation_encoder_decoder.ipynb"[:9]
 
 
 def test_a_workspace_without_its_record_is_still_never_overwritten(tmp_path):
@@ -220,10 +253,10 @@ def test_a_workspace_without_its_record_is_still_never_overwritten(tmp_path):
     work.mkdir()
     (work / "01_a.ipynb").write_text("a1 + my answers")
     (work / course.MANIFEST).write_text("{broken")
-    assert course.sync_workspace(source, work) == [
-        "the course changed 01_a.ipynb: the new version is beside yours as 01_a.updated.ipynb"
-    ]
+    (action,) = course.sync_workspace(source, work, today="2026-11-24")
+    assert action.endswith("beside it as 01_UPDATE_2026-11-24_a.ipynb")
     assert (work / "01_a.ipynb").read_text() == "a1 + my answers"
+    assert (work / "01_UPDATE_2026-11-24_a.ipynb").read_text() == "a2"  # not a notebook: copied as it is
     assert json.loads((work / course.MANIFEST).read_text()) == {"01_a.ipynb": course._sha256(source / "01_a.ipynb")}
 
 
@@ -270,10 +303,11 @@ def _fake_pytest(monkeypatch, codes):
 def test_the_test_command_runs_everything_and_the_second_setup_copies_in_one_run(monkeypatch):
     calls = _fake_pytest(monkeypatch, [0])
     made = []
-    monkeypatch.setattr(course, "setup_copies", lambda: made.append(1) or course.ROOT / "build" / "suite" / "default")
+    monkeypatch.setattr(course, "second_setup", lambda: "default")
+    monkeypatch.setattr(course, "setup_copies", lambda setup: made.append(setup) or course.ROOT / "build" / "suite" / setup)
     assert course.test({"OMP_NUM_THREADS": "1"}, []) == 0
     ((command, env),) = calls
-    assert made == [1]
+    assert made == ["default"]
     assert "tests" in command and "notebooks" in command and command[-1] == "build/suite/default"
     assert "ATEN_CPU_CAPABILITY" not in env and env["OMP_NUM_THREADS"] == "1"  # conftest.py sets the copies' set-up
 
@@ -281,8 +315,33 @@ def test_the_test_command_runs_everything_and_the_second_setup_copies_in_one_run
 @pytest.mark.parametrize("code, expected", [(1, 1), (5, 0)])
 def test_the_test_command_passes_pytests_verdict_on(monkeypatch, code, expected):
     _fake_pytest(monkeypatch, [code])
-    monkeypatch.setattr(course, "setup_copies", lambda: course.ROOT / "build" / "suite" / "default")
+    monkeypatch.setattr(course, "second_setup", lambda: "default")
+    monkeypatch.setattr(course, "setup_copies", lambda setup: course.ROOT / "build" / "suite" / setup)
     assert course.test({}, []) == expected
+
+
+@pytest.mark.parametrize(
+    "capability, chosen",
+    [("AVX512", "avx2"), ("AVX512_BF16", "avx2"), ("AVX2", "default"), ("DEFAULT", "default"), ("unknown", "default")],
+)
+def test_the_second_setup_is_another_kernel_family_than_this_cpus(monkeypatch, capability, chosen):
+    monkeypatch.delenv(course.SECOND_SETUP_ENV, raising=False)
+    assert course.second_setup(capability) == chosen
+
+
+def test_the_second_setup_can_be_chosen_and_is_checked(monkeypatch):
+    monkeypatch.setenv(course.SECOND_SETUP_ENV, "default")
+    assert course.second_setup("AVX512") == "default"
+    for wrong in ("native", "sse"):
+        monkeypatch.setenv(course.SECOND_SETUP_ENV, wrong)
+        with pytest.raises(ValueError, match="must be one of avx2, default"):
+            course.second_setup("AVX512")
+
+
+def test_this_machine_reports_its_cpu_capability():
+    assert course.cpu_capability() in {"AVX512", "AVX2", "DEFAULT", "ZVECTOR", "VSX", "NEON", "SVE256", "SVE"} or (
+        course.cpu_capability().startswith(("AVX512", "SVE"))
+    )
 
 
 def test_setup_copies_are_fresh_copies_of_the_solutions(tmp_path):

@@ -28,6 +28,7 @@ pytest.importorskip("nbgrader", reason="nbgrader is installed from requirements.
 
 NOTEBOOKS = ["01_attention_shapes", "02_attention_by_hand"]
 STUDENTS = ("blank", "wrong", "right")
+TAMPERED, TAMPERED_CELL = ("02_attention_by_hand", "wrong"), "check_softmax"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 # A typical mistake per exercise, as (the text in the solution block, what the mistaken student wrote instead).
@@ -99,23 +100,54 @@ def course(tmp_path_factory):
                 how = plan.get(_grade_id(cell), "blank")
                 if how != "blank":
                     cell.source = _answer(by_id[_grade_id(cell)], how)
+            if (name, student) == TAMPERED:  # a student who rewrote a locked check cell: reported, restored, graded
+                cell = next(c for c in submission.cells if _grade_id(c) == TAMPERED_CELL)
+                cell.source = "passed = True  # the check, rewritten by the student"
             target = root / "submitted" / student / name / f"{name}.ipynb"
             target.parent.mkdir(parents=True)
             nbformat.write(submission, target)
-    _nbgrader("autograde", "*", "--create", root=root)  # every submission of every assignment
+    log = _nbgrader("autograde", "*", "--create", root=root)  # every submission of every assignment
+    warnings = re.findall(r"Attribute '(\w+)' for cell (\w+) has changed", log.stdout + log.stderr)
     scores: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
         for name in NOTEBOOKS:
             for student in STUDENTS:
                 notebook = gradebook.find_submission_notebook(name, name, student)
                 scores[(name, student)] = {g.name: (g.score, g.max_score) for g in notebook.grades if g.auto_score is not None}
-    return root, plans, scores
+    return root, plans, scores, warnings
+
+
+def test_autograding_warns_only_about_a_cell_the_student_changed(course):
+    """No false "checksum ... has changed" for every hidden-test cell (nbgrader issue #1961): the one rewritten cell only."""
+    *_, warnings = course
+    assert warnings == [("checksum", TAMPERED_CELL)]
+
+
+@pytest.mark.parametrize(
+    "student, verdict", [("blank", "VALIDATION FAILED"), ("right", "Success! Your notebook passes all the tests.")]
+)
+def test_validate_fails_a_blank_notebook_and_passes_a_right_one(course, student, verdict):
+    """`nbgrader validate` says what autograding will: a blank exercise fails (COURSE_GRADING=1, nbgrader_config.py)."""
+    root, *_ = course
+    name = NOTEBOOKS[-1]
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "validate", str(root / "submitted" / student / name / f"{name}.ipynb")],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = result.stdout + result.stderr
+    assert verdict in out, out[-3000:]
+    if student == "blank":
+        assert out.count("not attempted yet") >= 3, out[-3000:]  # each blank exercise, named
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_the_released_notebook_is_the_course_student_notebook(course, name):
     """Stub for stub and badge for badge, so it runs top to bottom as the student notebook does (nbval checks that one)."""
-    root, _, _ = course
+    root, *_ = course
     released = nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
     student = nbformat.read(STUDENT_DIR / f"{name}.ipynb", as_version=4)
     assert [(c.cell_type, c.source) for c in released.cells] == [(c.cell_type, c.source) for c in student.cells]
@@ -128,7 +160,7 @@ def test_the_released_notebook_is_the_course_student_notebook(course, name):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_scores_per_exercise(course, name, student):
     """Not attempted: 0. Wrong: 0. Right: full marks. Exercise by exercise, whatever the other answers are."""
-    _, plans, scores = course
+    _, plans, scores, _ = course
     plan, got = plans[(name, student)], scores[(name, student)]
     expected = {answer.replace("answer_", "check_", 1): (1.0 if how == "right" else 0.0, 1.0) for answer, how in plan.items()}
     assert got == expected
@@ -139,7 +171,7 @@ def test_scores_per_exercise(course, name, student):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_a_failed_exercise_fails_only_its_check_cell(course, name, student):
     """The notebook carries on with the reference: errors only in the check cells of the exercises that did not pass."""
-    root, plans, _ = course
+    root, plans, *_ = course
     graded = nbformat.read(root / "autograded" / student / name / f"{name}.ipynb", as_version=4)
     failed = {}
     for cell in graded.cells:
@@ -249,3 +281,17 @@ def test_recording_and_passed(capsys):
         passed(recording("check_softmax"))
     with pytest.raises(AssertionError, match="no check named 'check_mystery'"):
         recording("check_mystery")
+
+
+def test_recording_under_nbgrader_where_checks_raise(monkeypatch, capsys):
+    """Under nbgrader (COURSE_GRADING=1) a check raises for a blank and for a wrong answer; the hidden test records which."""
+    import helpers.attention
+
+    monkeypatch.setenv("COURSE_GRADING", "1")
+    for answer, outcome in [(..., "not attempted"), (lambda x, dim=-1: x.softmax(0), "a wrong answer (softmax: ")]:
+        check = recording("check_softmax")
+        assert check(answer) is False  # the check cell goes on with the reference
+        with pytest.raises(AssertionError, match=re.escape(f"check_softmax did not pass: {outcome}")):
+            passed(check)
+    check = recording("check_softmax")
+    assert check(helpers.attention.softmax) is True and passed(check) is helpers.checks.check_softmax

@@ -7,7 +7,10 @@ every internal link (href or src to a local file, and its #anchor) must resolve.
 
 from __future__ import annotations
 
+import html as html_module
+import json
 import re
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -81,7 +84,57 @@ def test_figures_and_math_are_rendered(site):
     assert len(figures) >= len(NOTEBOOKS), "the notebooks' figures are missing"
     html = (site / "notebooks" / f"{NOTEBOOKS[0]}.html").read_text(encoding="utf-8")
     assert "_images/" in html and 'class="math' in html, "figures or math are not rendered"
-    assert (site / "_static" / "mathjax" / "MathJax.js").is_file() and "cdn." not in html  # MathJax is in the site: offline
+    assert (site / "_static" / "mathjax" / "tex-mml-chtml.js").is_file() and "cdn." not in html  # MathJax 3 in the site: offline
+    fonts = site / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2"
+    assert (fonts / "MathJax_AMS-Regular.woff").is_file()  # its fonts too (MathJax 2.7 asked for an .otf that was missing)
+
+
+# --- formulas in a real browser ---------------------------------------------------------------------------------
+
+CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+# the widths of a laptop's window and of a narrow one, where the theme's layout changes
+WIDTHS = [1280, 720]
+
+
+def _formula_report(site: Path, pages: list[str], widths: list[int], extra_css: str = "") -> list[dict]:
+    """Open ``pages`` of the built site at each width in headless Chromium; what tests/site_overflow.html measured."""
+    harness = (ROOT / "tests" / "site_overflow.html").read_text(encoding="utf-8")
+    harness = harness.replace("__PAGES__", json.dumps(pages)).replace("__WIDTHS__", json.dumps(widths))
+    probe = site / "_course_overflow_probe.html"
+    probe.write_text(harness.replace("__EXTRA_CSS__", json.dumps(extra_css)), encoding="utf-8")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+    flags += ["--disable-sync", "--no-first-run", "--allow-file-access-from-files", "--virtual-time-budget=300000"]
+    try:
+        result = subprocess.run(
+            [CHROMIUM, *flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=300, cwd=site
+        )
+    finally:
+        probe.unlink()
+    found = re.search(r'data-course-report="([^"]*)"', result.stdout)
+    assert found, f"Chromium returned no report (exit {result.returncode}): {result.stderr[-2000:]}"
+    return json.loads(html_module.unescape(found.group(1)))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt install chromium; .ci/run installs it)")
+def test_no_formula_overflows_its_column_in_a_real_browser(site):
+    pages = [f"notebooks/{stem}.html" for stem in NOTEBOOKS] + ["index.html"]
+    report = _formula_report(site, pages, WIDTHS)
+    assert len(report) == len(pages) * len(WIDTHS)
+    overflowing = [f"{r['page']} at {r['width']} px: {o}" for r in report for o in r["overflowing"]]
+    assert not overflowing, "\n".join(overflowing)
+    typeset = {r["page"]: r for r in report if r["width"] == WIDTHS[0]}
+    for stem in NOTEBOOKS:  # every notebook page has its formulas typeset by the site's own MathJax 3
+        assert typeset[f"notebooks/{stem}.html"]["mathjax"] == "3.2.2", typeset[f"notebooks/{stem}.html"]
+    assert sum(r["formulas"] for r in typeset.values()) > 100
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt install chromium; .ci/run installs it)")
+def test_the_browser_check_sees_a_formula_cut_off(site):
+    """The control: without the site's scrolling rule, 04's wide formulas stick out of a narrow column, and are seen."""
+    (result,) = _formula_report(
+        site, ["notebooks/04_multi_head_attention.html"], [720], "div.math, mjx-container { overflow: visible !important; }"
+    )
+    assert any("softargmax" in o["formula"] for o in result["overflowing"]), result
 
 
 def test_home_page_has_the_course_map(site):
