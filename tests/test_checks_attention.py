@@ -419,3 +419,268 @@ def test_mha_without_forward_is_named():
 
 def test_none_is_an_answer_not_a_stub():
     assert_caught(check_softmax, None, "raised TypeError")
+
+
+# ------------------------------------------------------------------ issue 25: the likeliest mistakes the catalogues lacked
+
+
+def _sm_min(x, dim=-1):
+    e = torch.exp(x - x.amin(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _sm_max_last_axis(x, dim=-1):
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _sm_sum_last_axis(x, dim=-1):
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _sm_in_float32(x, dim=-1):
+    y = x.float()
+    e = torch.exp(y - y.amax(dim, keepdim=True))
+    return (e / e.sum(dim, keepdim=True)).to(x.dtype)
+
+
+def _sm_max_in_a_variable(x, dim=-1):
+    x_max = x.max(dim=dim, keepdim=True)
+    return torch.exp(torch.sub(x, x_max)) / torch.exp(torch.sub(x, x_max)).sum(dim, keepdim=True)
+
+
+SOFTMAX_MORE_MISTAKES = [
+    (_sm_min, ["the minimum was subtracted", "x.amax(dim, keepdim=True)"]),
+    (lambda x, dim=-1: x / x.sum(dim, keepdim=True), ["exponential is missing"]),
+    (_sm_max_last_axis, ["maximum is taken along the last axis, not along `dim`"]),
+    (_sm_sum_last_axis, ["sum runs along the last axis, not along `dim`"]),
+    (lambda x, dim=-1: math.exp(x) / sum(math.exp(x)), ["math.exp", "torch.exp"]),
+    (_sm_in_float32, ["precision problem", "float32", "dtype=x.dtype"]),
+    (_sm_max_in_a_variable, [".values", "amax"]),
+    (lambda x, dim=-1: x.max(dim), ["got max", ".values"]),
+    (lambda x, dim=-1: torch.exp(x) / torch.exp(x).mean(dim, keepdim=True), ["mean, not their sum"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SOFTMAX_MORE_MISTAKES)
+def test_softmax_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_softmax, wrong, "softmax", *phrases)
+    assert "differs from the reference in" not in message
+
+
+def _sm_exp_in_place_on_a_new_tensor(x, dim=-1):
+    e = (x - x.amax(dim, keepdim=True)).exp_()  # in place on a new tensor, not on x: fine
+    return e / e.sum(dim, keepdim=True)
+
+
+SOFTMAX_RIGHT = [
+    _sm_exp_in_place_on_a_new_tensor,
+    lambda x, dim=-1: torch.exp(x - torch.logsumexp(x, dim, keepdim=True)),
+    lambda x, dim=-1: (
+        torch.exp(x - x.max(dim, keepdim=True).values) / torch.exp(x - x.max(dim, keepdim=True).values).sum(dim, keepdim=True)
+    ),
+    lambda x, dim=-1: torch.nn.functional.softmax(x, dim=dim),
+    lambda x, dim=-1: x.softmax(dim),
+]
+
+
+@pytest.mark.parametrize("right", SOFTMAX_RIGHT)
+def test_softmax_other_right_answers_pass(right):
+    assert check_softmax(right) is True
+
+
+def _attention(scores_fn=None, mask_fn=None, weights_fn=None, combine=None, dim=-1):
+    """A scaled dot-product attention with one step replaced."""
+
+    def attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if scores_fn is not None:
+            scores = scores_fn(scores, q, k)
+        if mask is not None:
+            scores = mask_fn(scores, mask) if mask_fn is not None else scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim)
+        if weights_fn is not None:
+            weights = weights_fn(weights, mask, q)
+        return (combine(weights, v) if combine is not None else weights @ v), weights
+
+    return attention
+
+
+def _k_transpose_1_2(q, k, v, mask=None):
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def _torch_sqrt_of_an_int(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / torch.sqrt(q.shape[-1]), -1)
+    return weights @ v, weights
+
+
+def _no_softmax(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    return scores @ v, scores
+
+
+_UNSCALE = math.sqrt  # the helpers below undo the right scale and apply a wrong one
+
+SDPA_MORE_MISTAKES = [
+    (
+        _attention(scores_fn=lambda s, q, k: s * _UNSCALE(q.shape[-1]), weights_fn=lambda w, m, q: w / _UNSCALE(q.shape[-1])),
+        ["scale is applied after the softmax"],
+    ),
+    (_attention(scores_fn=lambda s, q, k: s * _UNSCALE(q.shape[-1]) / _UNSCALE(q.shape[-2])), ["number of queries"]),
+    (_attention(mask_fn=lambda s, m: s * m), ["set to 0, not -inf"]),
+    (
+        _attention(mask_fn=lambda s, m: s, weights_fn=lambda w, m, q: w if m is None else w.masked_fill(~m, float("-inf"))),
+        ["-inf was filled into the weights after the softmax"],
+    ),
+    (
+        _attention(
+            mask_fn=lambda s, m: s, weights_fn=lambda w, m, q: w if m is None else (w * m) / (w * m).sum(-1, keepdim=True)
+        ),
+        ["renormalised", "underflow", "before the softmax"],
+    ),
+    (_attention(combine=lambda w, v: w * v), ["weights @ v", "entry by entry"]),
+    (_k_transpose_1_2, ["works for (batch, n, d) inputs but not with a head axis", "k.transpose(-2, -1)"]),
+    (_attention(dim=2), ["softmax over the queries axis"]),
+    (_no_softmax, ["before softmax"]),
+    (_torch_sqrt_of_an_int, ["math.sqrt(d_k)"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SDPA_MORE_MISTAKES)
+def test_sdpa_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_scaled_dot_product_attention, wrong, *phrases)
+    assert "differs from the reference in" not in message
+
+
+SDPA_RIGHT = [
+    _attention(mask_fn=lambda s, m: s.masked_fill(~m, -1e9)),  # a large negative number instead of -inf
+    _attention(mask_fn=lambda s, m: torch.where(m, s, float("-inf"))),
+    _attention(mask_fn=lambda s, m: s.masked_fill(~m, torch.finfo(s.dtype).min)),
+    _attention(mask_fn=lambda s, m: s.masked_fill_(m == False, float("-inf"))),  # noqa: E712 (as a learner writes it)
+    _attention(mask_fn=lambda s, m: s + (~m) * -1e9),
+    lambda q, k, v, mask=None: _attention()(q, k, v, mask),
+]
+
+
+@pytest.mark.parametrize("right", SDPA_RIGHT)
+def test_sdpa_other_right_answers_pass(right):
+    assert check_scaled_dot_product_attention(right) is True
+
+
+def test_sdpa_mT_and_tensor_methods_pass():
+    def attention(q, k, v, mask=None):
+        scores = q @ k.mT / q.shape[-1] ** 0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        return torch.matmul(weights, v), weights
+
+    assert check_scaled_dot_product_attention(attention) is True
+
+
+CAUSAL_MORE_MISTAKES = [
+    (lambda n: torch.ones(4, 4, dtype=torch.bool).tril(), ["hard-coded", "argument n"]),
+    (lambda n: torch.ones(n, n, dtype=torch.bool).tril()[None], ["extra axes of size 1"]),
+    (lambda n: torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), -1e9), ["additive float mask"]),
+    (lambda n: torch.ones(n, n, dtype=torch.long).tril(), ["0s and 1s", "flips every bit of an integer"]),
+    (lambda n: torch.arange(n)[:, None] > torch.arange(n), ["attend to itself"]),
+    (lambda n: torch.arange(n)[:, None] <= torch.arange(n), ["tril"]),
+    (lambda n: torch.ones(n, n, dtype=torch.bool).tril().numpy(), ["torch.Tensor", "ndarray"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", CAUSAL_MORE_MISTAKES)
+def test_causal_mask_likeliest_mistakes_are_named(wrong, phrases):
+    assert_caught(check_causal_mask, wrong, *phrases)
+
+
+CAUSAL_RIGHT = [
+    lambda n: torch.ones(n, n).triu(1) == 0,
+    lambda n: torch.arange(n)[:, None] >= torch.arange(n),
+    lambda n: ~torch.ones(n, n).triu(1).bool(),
+    lambda n: torch.tril(torch.ones(n, n)).bool(),
+    lambda n: torch.tril(torch.ones(n, n, dtype=torch.bool)),
+]
+
+
+@pytest.mark.parametrize("right", CAUSAL_RIGHT)
+def test_causal_mask_other_right_answers_pass(right):
+    assert check_causal_mask(right) is True
+
+
+MHA_MORE_MISTAKES = [
+    ("w_q_w_k_swapped", "w_q and w_k are swapped"),
+    ("values_from_key", "values are computed from `key`"),
+    ("sqrt_heads", "sqrt(num_heads)"),
+    ("softmax_heads", "softmax over the heads axis"),
+    ("heads_reversed", "merged in reverse order"),
+    ("mask_unsqueezed", "mask.unsqueeze(1)"),
+    ("float_d_k", "integer division"),
+    ("hard_coded_d_k", "hard-coding"),
+    ("view_after_transpose", ".reshape("),
+    ("one_head_weights", "not one per head"),
+]
+
+
+def _mha_slip(mistake):
+    class MHA(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h = num_heads
+            self.d_k = {"float_d_k": d_model / num_heads, "hard_coded_d_k": 64}.get(mistake, d_model // num_heads)
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        def forward(self, query, key, value, mask=None):
+            b, n, d = query.shape
+            m = key.shape[1]
+            w_q, w_k = (self.w_k, self.w_q) if mistake == "w_q_w_k_swapped" else (self.w_q, self.w_k)
+            value = key if mistake == "values_from_key" else value
+            q, k, v = (
+                t.view(b, length, self.h, self.d_k).transpose(1, 2)
+                for t, length in ((w_q(query), n), (w_k(key), m), (self.w_v(value), m))
+            )
+            scores = q @ k.transpose(-2, -1) / (math.sqrt(self.h) if mistake == "sqrt_heads" else math.sqrt(self.d_k))
+            if mask is not None:
+                scores = scores.masked_fill(~(mask.unsqueeze(1) if mistake == "mask_unsqueezed" else mask), float("-inf"))
+            weights = torch.softmax(scores, 1 if mistake == "softmax_heads" else -1)
+            out = weights @ v
+            if mistake == "heads_reversed":
+                out = out.flip(1)
+            merged = (
+                out.transpose(1, 2).view(b, n, d) if mistake == "view_after_transpose" else out.transpose(1, 2).reshape(b, n, d)
+            )
+            return self.w_o(merged), weights[:, 0] if mistake == "one_head_weights" else weights
+
+    return MHA
+
+
+@pytest.mark.parametrize("mistake, phrase", MHA_MORE_MISTAKES)
+def test_mha_likeliest_mistakes_are_named(mistake, phrase):
+    message = assert_caught(check_multi_head_attention, _mha_slip(mistake), phrase)
+    assert "differs from the reference in" not in message
+
+
+def test_mha_other_right_answers_pass():
+    class WithContiguous(_mha_slip(None)):
+        def forward(self, query, key, value, mask=None):
+            b, n, d = query.shape
+            q, k, v = (
+                w(t).view(b, -1, self.h, self.d_k).permute(0, 2, 1, 3)
+                for w, t in ((self.w_q, query), (self.w_k, key), (self.w_v, value))
+            )
+            scores = torch.einsum("bhnk,bhmk->bhnm", q, k) * self.d_k**-0.5
+            if mask is not None:
+                scores = torch.where(mask, scores, float("-inf"))
+            weights = scores.softmax(-1)
+            return self.w_o((weights @ v).transpose(1, 2).contiguous().view(b, n, d)), weights
+
+    assert check_multi_head_attention(_mha_slip(None)) is True
+    assert check_multi_head_attention(WithContiguous) is True

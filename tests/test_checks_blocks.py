@@ -119,7 +119,7 @@ def enc_returns_tuple(block, x, mask=None):
         (enc_norm1_twice, ["norm1 is used twice"]),
         (enc_residual_from_input, ["adds the block's input x"]),
         (enc_wrong_order, ["wrong order"]),
-        (enc_relu_after_ff, ["differs from the reference", "largest difference"]),
+        (enc_relu_after_ff, ["an extra ReLU"]),
         (enc_returns_tuple, ["should be a torch.Tensor", "tuple"]),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
@@ -601,3 +601,192 @@ def test_pre_ln_is_exported():
     import helpers.checks
 
     assert helpers.checks.check_pre_ln_encoder_block_forward is check_pre_ln_encoder_block_forward
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+
+def enc_tuple_not_unpacked(block, x, mask=None):
+    h = block.norm1(x + block.self_attn(x, x, x, mask))  # (out, weights) added to x
+    return block.norm2(h + block.ff(h))
+
+
+def enc_weights_not_output(block, x, mask=None):
+    h = block.norm1(x + block.self_attn(x, x, x, mask)[1])
+    return block.norm2(h + block.ff(h))
+
+
+def enc_extra_relu(block, x, mask=None):
+    h = block.norm1(x + sa(block, x, mask))
+    return block.norm2(h + F.relu(block.ff(h)))
+
+
+def enc_no_norm1(block, x, mask=None):
+    h = x + sa(block, x, mask)
+    return block.norm2(h + block.ff(h))
+
+
+def enc_self_attn_one_argument(block, x, mask=None):
+    h = block.norm1(x + block.self_attn(x)[0])
+    return block.norm2(h + block.ff(h))
+
+
+def enc_mask_keyword_of_torch(block, x, mask=None):
+    h = block.norm1(x + block.self_attn(x, x, x, attn_mask=mask)[0])
+    return block.norm2(h + block.ff(h))
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (enc_tuple_not_unpacked, ["One operand is a tuple", "out, _ = block.self_attn"]),
+        (enc_weights_not_output, ["[1]: that is the attention weights"]),
+        (enc_extra_relu, ["an extra ReLU"]),
+        (enc_no_norm1, ["norm1) is missing"]),
+        (enc_self_attn_one_argument, ["block.self_attn(x, x, x, mask)"]),
+        (enc_mask_keyword_of_torch, ["fourth argument"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_encoder_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_encoder_block_forward, wrong, *phrases)
+    assert "differs from the reference in" not in message
+
+
+def enc_mask_by_keyword(block, x, mask=None):
+    h = block.norm1(x + block.self_attn(query=x, key=x, value=x, mask=mask)[0])
+    return block.norm2(h + block.ff(h))
+
+
+def enc_ff_by_hand(block, x, mask=None):  # the feed-forward network's own steps: the same as block.ff
+    h = block.norm1(x + sa(block, x, mask))
+    return block.norm2(h + block.ff.linear2(F.relu(block.ff.linear1(h))))
+
+
+def test_encoder_other_right_answers_pass():
+    assert check_encoder_block_forward(enc_mask_by_keyword) is True
+    assert check_encoder_block_forward(enc_ff_by_hand) is True
+
+
+def pre_tuple_not_unpacked(block, x, mask=None):
+    h = block.norm1(x)
+    x = x + block.self_attn(h, h, h, mask)
+    return x + block.ff(block.norm2(x))
+
+
+def pre_extra_relu(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    return x + F.relu(block.ff(block.norm2(x)))
+
+
+def pre_ff_residual_from_block_input(block, x, mask=None):
+    y = x + sa(block, block.norm1(x), mask)
+    return x + block.ff(block.norm2(y))
+
+
+def pre_ff_residual_normalised(block, x, mask=None):
+    x = x + sa(block, block.norm1(x), mask)
+    h = block.norm2(x)
+    return h + block.ff(h)
+
+
+def pre_weights_not_output(block, x, mask=None):
+    h = block.norm1(x)
+    x = x + block.self_attn(h, h, h, mask)[1]
+    return x + block.ff(block.norm2(x))
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (pre_tuple_not_unpacked, ["One operand is a tuple"]),
+        (pre_extra_relu, ["an extra ReLU"]),
+        (pre_ff_residual_from_block_input, ["feed-forward residual adds the block's input x"]),
+        (pre_ff_residual_normalised, ["adds norm2(x)"]),
+        (pre_weights_not_output, ["[1]: that is the attention weights"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_pre_ln_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_pre_ln_encoder_block_forward, wrong, *phrases)
+    assert "differs from the reference in" not in message
+
+
+def pre_ln_two_names(block, x, mask=None):  # a new name for each step: right
+    normed = block.norm1(x)
+    attended = block.self_attn(normed, normed, normed, mask)[0]
+    y = x + attended
+    return y + block.ff(block.norm2(y))
+
+
+def test_pre_ln_other_right_answers_pass():
+    assert check_pre_ln_encoder_block_forward(pre_ln_two_names) is True
+
+
+def _decoder(variant):
+    def forward(block, x, memory, tgt_mask=None):
+        h1 = block.norm1(x + sa(block, x, tgt_mask))
+        h2 = block.norm2((x if variant == "cross_residual_from_x" else h1) + ca(block, h1, memory))
+        if variant == "ff_residual_from_h1":
+            return block.norm3(h1 + block.ff(h2))
+        if variant == "ff_reads_h1":
+            return block.norm3(h2 + block.ff(h1))
+        if variant == "extra_relu":
+            return block.norm3(h2 + F.relu(block.ff(h2)))
+        return block.norm3(h2 + block.ff(h2))
+
+    forward.__name__ = f"dec_{variant}"
+    return forward
+
+
+def dec_tuple_not_unpacked(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + block.self_attn(x, x, x, tgt_mask))
+    h = block.norm2(h + ca(block, h, memory))
+    return block.norm3(h + block.ff(h))
+
+
+def dec_weights_not_output(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + block.self_attn(x, x, x, tgt_mask)[1])
+    h = block.norm2(h + ca(block, h, memory))
+    return block.norm3(h + block.ff(h))
+
+
+def dec_cross_attn_one_argument(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + sa(block, x, tgt_mask))
+    h = block.norm2(h + block.cross_attn(memory)[0])
+    return block.norm3(h + block.ff(h))
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (_decoder("cross_residual_from_x"), ["cross-attention residual adds the block's input x"]),
+        (_decoder("ff_residual_from_h1"), ["feed-forward residual adds the self-attention sub-layer's output"]),
+        (_decoder("ff_reads_h1"), ["feed-forward network reads the self-attention sub-layer's output"]),
+        (_decoder("extra_relu"), ["an extra ReLU"]),
+        (dec_tuple_not_unpacked, ["One operand is a tuple"]),
+        (dec_weights_not_output, ["that is its weights; the output is [0]"]),
+        (dec_cross_attn_one_argument, ["take query, key and value"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_decoder_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_decoder_block_forward, wrong, *phrases)
+    assert "differs from the reference in" not in message
+
+
+def dec_own_causal_mask(block, x, memory, tgt_mask=None):  # builds the same causal mask itself: right
+    from helpers.attention import causal_mask
+
+    return decoder_reference(block, x, memory, causal_mask(x.shape[1]))
+
+
+def dec_with_dropout_modules(block, x, memory, tgt_mask=None):  # the block's dropouts follow eval(): right
+    h = block.norm1(x + block.dropout1(sa(block, x, tgt_mask)))
+    h = block.norm2(h + block.dropout2(ca(block, h, memory)))
+    return block.norm3(h + block.dropout3(block.ff(h)))
+
+
+def test_decoder_other_right_answers_pass():
+    assert check_decoder_block_forward(dec_own_causal_mask) is True
+    assert check_decoder_block_forward(dec_with_dropout_modules) is True

@@ -208,3 +208,117 @@ def test_references_of_this_module_pass():
 
     assert check_projections(qkv_projections) is True
     assert check_scores(score_matrix) is True
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+PROJECTION_MORE_MISTAKES = {
+    "torch.mm (2-D only)": (lambda X, a, b, c: (torch.mm(X, a), torch.mm(X, b), torch.mm(X, c)), ["torch.mm takes 2-D"]),
+    "X * W (entry by entry)": (lambda X, a, b, c: (X * a, X * b, X * c), ["X @ W"]),
+    "Tensor.dot": (lambda X, a, b, c: (X.dot(a), X.dot(b), X.dot(c)), ["Tensor.dot is the dot product of two 1-D"]),
+    "torch.from_numpy on tensors": (
+        lambda X, a, b, c: tuple(torch.from_numpy(X) @ torch.from_numpy(w) for w in (a, b, c)),
+        ["torch.from_numpy takes numpy arrays only"],
+    ),
+    "a dict": (lambda X, a, b, c: {"Q": X @ a, "K": X @ b, "V": X @ c}, ["tuple (Q, K, V)", "dict"]),
+    "all three from W_q": (lambda X, a, b, c: (X @ a, X @ a, X @ a), ["K was computed with W_q"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PROJECTION_MORE_MISTAKES))
+def test_projection_likeliest_mistakes_are_named(name):
+    fn, phrases = PROJECTION_MORE_MISTAKES[name]
+    assert_caught(check_projections, fn, *phrases)
+
+
+PROJECTION_RIGHT = {
+    "np.dot": lambda X, a, b, c: (np.dot(X, a), np.dot(X, b), np.dot(X, c)),
+    "np.matmul": lambda X, a, b, c: (np.matmul(X, a), np.matmul(X, b), np.matmul(X, c)),
+    "a list": lambda X, a, b, c: [X @ a, X @ b, X @ c],
+    "float32": lambda X, a, b, c: tuple(
+        torch.as_tensor(X, dtype=torch.float32) @ torch.as_tensor(w, dtype=torch.float32) for w in (a, b, c)
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # numpy functions on torch tensors: numpy 2's notices
+@pytest.mark.parametrize("name", list(PROJECTION_RIGHT))
+def test_projection_other_right_answers_pass(name):
+    assert check_projections(PROJECTION_RIGHT[name]) is True
+
+
+def _scaled(divisor):
+    return lambda Q, K, scale=True: Q @ K.swapaxes(-2, -1) / (divisor(Q) if scale else 1)
+
+
+SCORE_MORE_MISTAKES = {
+    "d_k ** 1/2": (_scaled(lambda Q: Q.shape[-1] ** 1 / 2), ["d_k ** 1/2 is (d_k ** 1) / 2", "d_k ** 0.5"]),
+    "Q.shape[1] (queries of a batch)": (_scaled(lambda Q: math.sqrt(Q.shape[1])), ["number of queries", "count from the end"]),
+    "Q.shape[0]": (_scaled(lambda Q: math.sqrt(Q.shape[0])), ["number of queries"]),
+    "len(Q[0]) on a batch": (_scaled(lambda Q: math.sqrt(len(Q[0]))), ["number of queries"]),
+    "K.transpose(0, 1)": (
+        lambda Q, K, scale=True: (
+            Q @ (K.transpose(0, 1) if isinstance(K, torch.Tensor) else K.T) / (math.sqrt(Q.shape[-1]) if scale else 1)
+        ),
+        ["K.transpose(0, 1) swaps the batch axis"],
+    ),
+    "torch's .size(-1) on numpy": (_scaled(lambda Q: math.sqrt(Q.size(-1))), ["x.size(-1) on a numpy array", "x.shape[-1]"]),
+    "torch.matmul on numpy": (
+        lambda Q, K, scale=True: torch.matmul(Q, K.swapaxes(-2, -1)) / (math.sqrt(Q.shape[-1]) if scale else 1),
+        ["cause is the type", "`@` operator"],
+    ),
+    "Q and K both scaled": (
+        lambda Q, K, scale=True: (
+            (Q / math.sqrt(Q.shape[-1])) @ (K.swapaxes(-2, -1) / math.sqrt(Q.shape[-1])) if scale else Q @ K.swapaxes(-2, -1)
+        ),
+        ["divided by d_k"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SCORE_MORE_MISTAKES))
+def test_score_likeliest_mistakes_are_named(name):
+    fn, phrases = SCORE_MORE_MISTAKES[name]
+    assert_caught(check_scores, fn, *phrases)
+
+
+SCORE_RIGHT = {
+    "np.sqrt": _scaled(lambda Q: np.sqrt(Q.shape[-1])),
+    "** 0.5": _scaled(lambda Q: Q.shape[-1] ** 0.5),
+    "the queries scaled first": lambda Q, K, scale=True: (Q / math.sqrt(Q.shape[-1]) if scale else Q) @ K.swapaxes(-2, -1),
+    "einsum": lambda Q, K, scale=True: (
+        torch.einsum("...nd,...md->...nm", torch.as_tensor(Q), torch.as_tensor(K)) / (math.sqrt(Q.shape[-1]) if scale else 1)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SCORE_RIGHT))
+def test_score_other_right_answers_pass(name):
+    assert check_scores(SCORE_RIGHT[name]) is True
+
+
+_Q_MASK = np.zeros((3, 2), dtype=bool)
+_Q_MASK[1, 0] = True
+
+SPOT_MORE_MISTAKES = {
+    "the dropped weight of the correct scores": ({"largest_dropped_weight": 0.997587}, ["correct scores", "scores_hand"]),
+    "the dropped weight rounded to 3 decimals": ({"largest_dropped_weight": 0.378}, ["rounded too coarsely"]),
+    "the attention matrix's shape": ({"output_shape": (3, 3)}, ["shape of the attention weights"]),
+    "a flat index": ({"slipped_q_entry": 2}, ["flat index", "np.unravel_index"]),
+    "every ratio, not reduced": ({"scale_used": np.ones((3, 3))}, ["one ratio per entry", "np.median"]),
+    "a boolean mask of the rows": ({"miscopied_k_row": np.array([False, False, True])}, ["boolean mask of the rows"]),
+    "a boolean mask of Q's entries": ({"slipped_q_entry": _Q_MASK}, ["boolean mask of the entries"]),
+}
+
+
+@pytest.mark.parametrize("name", list(SPOT_MORE_MISTAKES))
+def test_spot_the_mistakes_likeliest_wrong_answers_are_named(name):
+    change, phrases = SPOT_MORE_MISTAKES[name]
+    assert_caught(lambda _: check_spot_the_mistakes(**{**RIGHT, **change}), None, *phrases)
+
+
+def test_spot_the_mistakes_other_right_answers_pass():
+    assert check_spot_the_mistakes(**{**RIGHT, "slipped_q_entry": np.unravel_index(2, (3, 2))}) is True
+    assert check_spot_the_mistakes(**{**RIGHT, "miscopied_k_row": np.flatnonzero(np.array([False, False, True]))}) is True
+    assert check_spot_the_mistakes(**{**RIGHT, "scale_used": np.nanmedian(np.array([[1.0, 1.0], [1.0, np.nan]]))}) is True
+    assert check_spot_the_mistakes(**{**RIGHT, "largest_dropped_weight": 0.37754}) is True

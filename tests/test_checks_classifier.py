@@ -277,3 +277,195 @@ def test_train_step_double_step_is_caught():
         return loss.item()
 
     assert_caught(check_train_step, twice, "second is")
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+
+def _forward_unfolding(unfold):
+    return make_patch_embedding(lambda self, x: self.proj(unfold(self, x)))
+
+
+def _loop_windows(extra_start):
+    def windows(self, x):
+        starts = range(0, x.shape[1] - self.patch_size + extra_start, self.stride)
+        return torch.stack([x[:, i : i + self.patch_size] for i in starts], dim=1)
+
+    return windows
+
+
+PATCH_MORE_MISTAKES = [
+    (_forward_unfolding(lambda self, x: x.unfold(0, self.patch_size, self.stride)), ["cuts along the batch axis"]),
+    (make_patch_embedding(lambda self, x: self.proj(x).unfold(1, self.patch_size, self.stride)), ["applied to the whole signal"]),
+    (_forward_unfolding(lambda self, x: x.unfold(1, 8, 2)), ["use self.patch_size and self.stride"]),
+    (_forward_unfolding(_loop_windows(0)), ["one patch short"]),
+    (
+        _forward_unfolding(
+            lambda self, x: torch.stack([x[:, i : i + self.patch_size] for i in range(0, x.shape[1], self.stride)], 1)
+        ),
+        ["windows at the end are shorter", "length - patch_size + 1"],
+    ),
+    (_forward_unfolding(lambda self, x: x.view(x.shape[0], -1, self.patch_size)), ["do not overlap"]),
+    (
+        _forward_unfolding(lambda self, x: x.unfold(1, self.patch_size, self.stride).float()),
+        ["float32 and float64 tensors are mixed"],
+    ),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", PATCH_MORE_MISTAKES)
+def test_patch_likeliest_mistakes_are_named(wrong, phrases):
+    assert_caught(check_patch_embedding, wrong, *phrases)
+
+
+def test_patch_other_right_answers_pass():
+    def conv(self, x):
+        return F.conv1d(x[:, None], self.proj.weight[:, None], self.proj.bias, stride=self.stride).transpose(1, 2)
+
+    assert check_patch_embedding(make_patch_embedding(conv)) is True
+    assert check_patch_embedding(_forward_unfolding(_loop_windows(1))) is True
+    assert check_patch_embedding(_forward_unfolding(lambda self, x: x.unfold(-1, self.patch_size, self.stride))) is True
+
+
+def _classifier(cls="expand", pos="after", pool="mean(1)", norm="tokens"):
+    def forward(model, x):
+        h = model.patch_embed(x)
+        if pos == "all before":
+            h = h + model.pos_embed
+        if pos == "rest before" and model.pooling == "cls":
+            h = h + model.pos_embed[:, 1:]
+        if cls == "always" or model.pooling == "cls":
+            token = model.cls_token if cls == "not expanded" else model.cls_token.expand(x.shape[0], -1, -1)
+            h = torch.cat([token, h], dim=-1 if cls == "features" else 1)
+        if pos == "after" or (pos == "rest before" and model.pooling != "cls"):
+            h = h + model.pos_embed
+        for block in model.blocks:
+            h = block(h)
+        if norm == "pooled":
+            return model.head(model.norm(h[:, 0] if model.pooling == "cls" else h.mean(1)))
+        h = model.norm(h)
+        if model.pooling == "cls":
+            return model.head(h[:, 0])
+        return model.head({"mean(1)": lambda: h.mean(1), "mean(0)": lambda: h.mean(0), "sum": lambda: h.sum(1)}[pool]())
+
+    return forward
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (_classifier(cls="not expanded"), ["expand it to the batch"]),
+        (_classifier(cls="features"), ["concatenate along the tokens axis"]),
+        (_classifier(cls="always"), ["no class token (model.cls_token is None)"]),
+        (_classifier(pos="all before"), ["prepend the class token first, then add the position embeddings"]),
+        (_classifier(pos="rest before"), ["added before prepending the class token"]),
+        (_classifier(pool="mean(0)"), ["averaged over the batch axis"]),
+        (_classifier(norm="pooled"), ["model.norm is applied after averaging"]),
+        (_classifier(pool="sum"), ["the tokens are summed"]),
+    ],
+)
+def test_forward_likeliest_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_classifier_forward, wrong, *phrases)
+    assert "differs from the reference in" not in message
+
+
+def forward_sliced_positions(model, x):  # pos_embed sliced to the tokens present: the same here
+    h = model.patch_embed(x)
+    if model.cls_token is not None:
+        h = torch.cat([model.cls_token.expand(len(x), -1, -1), h], dim=1)
+    h = h + model.pos_embed[:, : h.shape[1]]
+    h = nn.Sequential(*model.blocks)(h)
+    return model.head(model.norm(h)[:, 0] if model.pooling == "cls" else model.norm(h).mean(dim=1))
+
+
+def forward_norm_on_the_class_token(model, x):  # a layer norm acts on each token alone: norm(h)[:, 0] == norm(h[:, 0])
+    h = model.patch_embed(x)
+    if model.pooling == "cls":
+        h = torch.cat([model.cls_token.expand(x.shape[0], -1, -1), h], dim=1)
+    h = h + model.pos_embed
+    for block in model.blocks:
+        h = block(h)
+    return model.head(model.norm(h[:, 0]) if model.pooling == "cls" else model.norm(h).mean(dim=1))
+
+
+def test_forward_other_right_answers_pass():
+    assert check_classifier_forward(forward_sliced_positions) is True
+    assert check_classifier_forward(forward_norm_on_the_class_token) is True
+
+
+@pytest.mark.parametrize(
+    "wrong, phrases",
+    [
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(y, z)), ["logits first and the class labels second"]),
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(z, y.float())), ["class indices (integers)"]),
+        (wrong_step(loss_fn=lambda z, y: F.nll_loss(torch.softmax(z, -1), y)), ["nll_loss on softmax probabilities"]),
+        (wrong_step(loss_fn=lambda z, y: F.cross_entropy(z, y) / len(y)), ["already averages over the batch"]),
+    ],
+)
+def test_train_step_likeliest_mistakes_are_named(wrong, phrases):
+    assert_caught(check_train_step, wrong, *phrases)
+
+
+def _step_with(slip):
+    def step(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad()
+        if slip == "no_grad":
+            with torch.no_grad():
+                logits = model(x)
+        else:
+            logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        if slip == "item_first":
+            loss = loss.item()
+        loss.backward()
+        if slip == "backward_twice":
+            loss.backward()
+        optimizer.step()
+        return loss if slip == "item_first" else loss.item()
+
+    return step
+
+
+@pytest.mark.parametrize(
+    "slip, phrases",
+    [
+        ("no_grad", ["torch.no_grad()"]),
+        ("item_first", [".item() was taken first"]),
+        ("backward_twice", ["loss.backward() ran twice"]),
+    ],
+)
+def test_train_step_likeliest_crashes_are_named(slip, phrases):
+    assert_caught(check_train_step, _step_with(slip), *phrases)
+
+
+def test_train_step_other_right_answers_pass():
+    def log_softmax_and_nll(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad()
+        loss = F.nll_loss(F.log_softmax(model(x), dim=-1), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    def loss_module_and_eval_at_the_end(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        loss = nn.CrossEntropyLoss()(model(x), y)
+        loss.backward()
+        optimizer.step()
+        model.eval()
+        return float(loss.detach())
+
+    assert check_train_step(log_softmax_and_nll) is True
+    assert check_train_step(loss_module_and_eval_at_the_end) is True
+
+
+def test_the_references_in_helpers_models_pass():
+    import helpers.models
+    import helpers.training
+    from helpers.models.classifier import TransformerClassifier
+
+    assert check_patch_embedding(helpers.models.PatchEmbedding) is True
+    assert check_classifier_forward(TransformerClassifier.forward) is True  # what the notebook falls back on
+    assert check_train_step(helpers.training.train_step) is True

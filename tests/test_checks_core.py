@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import helpers.checks as checks
 from helpers.blocks import EncoderBlock
-from helpers.checks._core import ExerciseFailed, ShortcutUsed, _digits_to_show, expect_close, forbid_forward, is_stub_error
+from helpers.checks._core import (
+    ExerciseFailed,
+    ShortcutUsed,
+    _digits_to_show,
+    call,
+    expect_close,
+    expect_tensor,
+    forbid_forward,
+    is_stub_error,
+)
 from tests.conftest import assert_caught, assert_not_attempted
 
 # every check that takes one function or class (the value checks take shapes and numbers)
@@ -208,3 +220,94 @@ def test_under_nbgrader_blank_and_wrong_answers_raise(monkeypatch):
         assert checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim)) is True
     finally:
         checks.raise_failures(True)
+
+
+# ---------------------------------------------------------------- issue 25: general hints every check benefits from
+
+
+def _raises(exc):
+    def fn(x):
+        raise exc
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "fn, phrase",
+    [
+        (lambda x: math.exp(x), "torch.exp"),
+        (lambda x: torch.sqrt(5), "math.sqrt(d_k) or d_k ** 0.5"),
+        (lambda x: x.transpose(0, 1).view(-1), ".contiguous().view"),
+        (lambda x: x.view(2, 64), "instead of hard-coding"),
+        (lambda x: x.unflatten(-1, (3, 64)), "instead of hard-coding"),
+        (lambda x: x.view(x.shape[0], x.shape[1] / 2, 2), "integer division"),
+        (lambda x: x[:, 1.0:2.0], "integer division"),
+        (lambda x: x + (x, None), "One operand is a tuple"),
+        (lambda x: x @ torch.ones(4, 2), "float32 and float64 tensors are mixed"),
+        (lambda x: x.dot(x), "Tensor.dot is the dot product of two 1-D"),
+        (lambda x: torch.mm(x[None], x.T[None]), "torch.mm takes 2-D matrices only"),
+        (lambda x: torch.from_numpy(x), "torch.from_numpy takes numpy arrays only"),
+        (lambda x: None + x, "A value is None"),
+        (_raises(RuntimeError("Trying to backward through the graph a second time")), "ran twice"),
+        (_raises(RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")), "torch.no_grad()"),
+        (_raises(AttributeError("'float' object has no attribute 'backward'")), ".item() was taken first"),
+    ],
+)
+def test_a_failed_call_names_the_cause_its_error_message_hides(fn, phrase):
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with pytest.raises(ExerciseFailed) as info:
+        call(fn, x, what="x")
+    message = str(info.value)
+    assert phrase in message, message
+    assert ".." not in message.replace("...", ""), message  # the hint follows the error's own full stop once
+
+
+def test_the_values_hint_also_comes_from_the_failing_codes_variables():
+    def holds_a_pair(x):
+        top = x.max(-1, keepdim=True)  # noqa: F841 (the pair sits in a variable when the error comes)
+        raise TypeError("bad operand")  # a type error whose text does not show the pair
+
+    def uses_the_pair_right_but_forgets_keepdim(x):
+        top = x.max(-1)
+        return x - top.values  # a shape error: the pair is not to blame
+
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with pytest.raises(ExerciseFailed, match=r"\.values"):
+        call(holds_a_pair, x)
+    with pytest.raises(ExerciseFailed) as info:
+        call(uses_the_pair_right_but_forgets_keepdim, x)
+    assert ".values" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value, phrase",
+    [
+        (torch.randn(3).max(0), "take `.values`, or use x.amax(dim)"),
+        (torch.randn(3).topk(2), "x.topk(...) returns a pair (values, indices)"),
+        (None, "without a `return` gives None"),
+        ((torch.zeros(2), torch.zeros(2)), "of 2 tensors (Tensor, Tensor): return one tensor"),
+        ([1.0, 2.0], "(float, float): return one tensor"),
+        (np.zeros(3), "torch.from_numpy"),
+    ],
+)
+def test_a_value_that_is_not_a_tensor_says_how_to_make_it_one(value, phrase):
+    with pytest.raises(ExerciseFailed) as info:
+        expect_tensor(value, "the answer")
+    assert phrase in str(info.value)
+
+
+def test_float32_rounding_in_a_float64_answer_is_named_as_a_precision_problem():
+    expected = torch.randn(4, 5, dtype=torch.float64)
+    computed_in_float32 = expected.float().double() * (1 + 1e-7)  # float32 work, converted back
+    with pytest.raises(ExerciseFailed, match="precision problem, not a wrong formula"):
+        expect_close(computed_in_float32.float().double(), expected, "x", atol=1e-10, rtol=1e-10)
+    # a genuine float64 answer off by as much is a plain difference, not a precision problem
+    with pytest.raises(ExerciseFailed) as info:
+        expect_close(expected * (1 + 1e-7), expected, "x", atol=1e-10, rtol=1e-10)
+    assert "precision problem" not in str(info.value)
+    # float32 rounding and a real mistake: the difference is reported, with a note on the rounding
+    with pytest.raises(ExerciseFailed) as info:
+        expect_close((2 * expected).float().double(), expected, "x", atol=1e-10, rtol=1e-10)
+    assert "differs from the reference" in str(info.value) and "rounded to float32" in str(info.value)
+    # a float32 answer is judged at float32's precision, as before
+    assert expect_close(expected.float(), expected, "x", atol=1e-10, rtol=1e-10) is not None

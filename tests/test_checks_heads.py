@@ -182,3 +182,93 @@ def test_columns_not_attempted(capsys):
 def test_columns_wrong_answers_caught(name):
     fn, phrases = COLUMNS_WRONG[name]
     assert_caught(check_multi_head_columns, fn, *phrases)
+
+
+# ------------------------------------------------------------------ issue 25: the likeliest mistakes the catalogues lacked
+
+
+def _es(q, k, h, d_k=None, divisor=None):
+    d_k = d_k or q.shape[-1] // h
+    scores = torch.einsum("bnhk,bmhk->bhnm", q.unflatten(-1, (h, d_k)), k.unflatten(-1, (h, d_k)))
+    return scores / (divisor if divisor is not None else math.sqrt(d_k))
+
+
+WRONG_MORE = {
+    "unflatten_tokens": (
+        lambda q, k, h: torch.einsum("bhnk,bhmk->bhnm", q.unflatten(1, (h, -1)), k.unflatten(1, (h, -1))),
+        ["unflatten(1, ...) splits the tokens axis"],
+    ),
+    "float_d_k": (lambda q, k, h: _es(q, k, h, d_k=q.shape[-1] / h), ["integer division"]),
+    "hard_coded_64": (lambda q, k, h: _es(q, k, h, d_k=64), ["instead of hard-coding"]),
+    "keys_not_transposed": (
+        lambda q, k, h: q.view(*q.shape[:2], h, -1).transpose(1, 2) @ k.view(*k.shape[:2], h, -1).transpose(1, 2),
+        ["transpose the keys' last two axes"],
+    ),
+    "sqrt_num_heads": (lambda q, k, h: _es(q, k, h, divisor=math.sqrt(h)), ["divided by sqrt(num_heads)"]),
+    "half_d_k": (lambda q, k, h: _es(q, k, h, divisor=(q.shape[-1] // h) ** 1 / 2), ["d_k ** 1/2 is (d_k ** 1) / 2"]),
+}
+
+
+@pytest.mark.parametrize("name", WRONG_MORE)
+def test_likeliest_wrong_answers_caught(name):
+    fn, phrases = WRONG_MORE[name]
+    assert_caught(check_head_scores, fn, *phrases)
+
+
+def test_other_right_answers_pass():
+    def chunks(q, k, h):
+        return torch.stack([qi @ ki.mT for qi, ki in zip(q.chunk(h, -1), k.chunk(h, -1), strict=True)], 1) / math.sqrt(
+            q.shape[-1] // h
+        )
+
+    def queries_scaled_first(q, k, h):
+        d_k = q.shape[-1] // h
+        return torch.einsum("bnhk,bmhk->bhnm", (q / d_k**0.5).unflatten(-1, (h, d_k)), k.unflatten(-1, (h, d_k)))
+
+    assert check_head_scores(chunks) is True
+    assert check_head_scores(queries_scaled_first) is True
+
+
+def _columns_by(slicer="rows", combine="cat", d_k_of=lambda d, h: d // h):
+    def fn(X, W_q, W_k, W_v, W_o, h):
+        d_k = d_k_of(X.shape[0], h)
+        heads = []
+        for i in range(h):
+            r = slice(i * d_k, (i + 1) * d_k)
+            Q_i, K_i, V_i = (W[:, r] @ X if slicer == "columns" else W[r] @ X for W in (W_q, W_k, W_v))
+            heads.append(V_i @ torch.softmax(K_i.T @ Q_i / math.sqrt(d_k), dim=0))
+        return W_o @ (torch.stack(heads) if combine == "stack" else torch.cat(heads, 0))
+
+    return fn
+
+
+COLUMNS_MORE_WRONG = {
+    "columns_not_rows": (_columns_by(slicer="columns"), ["blocks of d_k consecutive *rows*"]),
+    "stacked": (_columns_by(combine="stack"), ["torch.stack puts the heads on a new axis", "torch.cat(heads, dim=0)"]),
+    "float_d_k": (_columns_by(d_k_of=lambda d, h: d / h), ["integer division"]),
+    "no_softmax": (_cols(softmax=False), ["softmax is missing"]),
+    "divided_by_d_k": (_cols(scale="d_k"), ["divided by d_k instead of sqrt(d_k)"]),
+    "half_d_k": (_cols(scale="half_d_k"), ["d_k ** 1/2 is (d_k ** 1) / 2"]),
+}
+
+
+@pytest.mark.parametrize("name", COLUMNS_MORE_WRONG)
+def test_columns_likeliest_wrong_answers_caught(name):
+    fn, phrases = COLUMNS_MORE_WRONG[name]
+    assert_caught(check_multi_head_columns, fn, *phrases)
+
+
+def test_columns_other_right_answers_pass():
+    def viewed(X, W_q, W_k, W_v, W_o, h):  # every head at once: (d_model, n) viewed as (h, d_k, n)
+        d_model, n = X.shape
+        d_k = d_model // h
+        Q, K, V = ((W @ X).view(h, d_k, n) for W in (W_q, W_k, W_v))
+        return W_o @ (V @ torch.softmax(K.transpose(1, 2) @ Q / math.sqrt(d_k), dim=1)).reshape(d_model, n)
+
+    def w_o_per_head(X, W_q, W_k, W_v, W_o, h):  # W_o @ [H_1; ...; H_h] is the sum of W_o's column blocks times H_i
+        d_k = X.shape[0] // h
+        heads = _cols(use_wo="none")(X, W_q, W_k, W_v, W_o, h).split(d_k, dim=0)
+        return sum(W_o[:, i * d_k : (i + 1) * d_k] @ H_i for i, H_i in enumerate(heads))
+
+    assert check_multi_head_columns(viewed) is True
+    assert check_multi_head_columns(w_o_per_head) is True

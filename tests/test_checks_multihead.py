@@ -196,3 +196,70 @@ def test_mha_walkthrough_sizes_match_torch_with_and_without_causal_mask():
         torch.testing.assert_close(weights, ref_w, atol=1e-6, rtol=1e-6)
         fused, _ = ours(x, x, x, mask, need_weights=False)
         torch.testing.assert_close(fused, ref_out, atol=1e-6, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ issue 25: the likeliest mistakes the catalogues lacked
+
+SPLIT_MORE_WRONG = {
+    "float_division": (
+        lambda x, h: x.view(x.shape[0], x.shape[1], h, x.shape[2] / h).transpose(1, 2),
+        ["a float", "d_model // num_heads"],
+    ),
+    "hard_coded_d_k": (lambda x, h: x.view(x.shape[0], x.shape[1], h, 64).transpose(1, 2), ["instead of hard-coding"]),
+    "list_of_heads": (lambda x, h: list(x.split(x.shape[-1] // h, -1)), ["got list of 3 tensors", "torch.stack"]),
+    "unflatten_tokens": (lambda x, h: x.unflatten(1, (h, -1)), ["unflatten(1, ...) splits the tokens axis"]),
+    "chunk_tokens": (lambda x, h: torch.stack(x.chunk(h, dim=1), 1), ["cut along the tokens axis", "dim=-1"]),
+    "transpose_then_view": (
+        lambda x, h: x.transpose(1, 2).view(x.shape[0], h, -1, x.shape[1]),
+        ["last two axes are swapped", "before splitting"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SPLIT_MORE_WRONG)
+def test_split_likeliest_wrong_answers_named(name):
+    fn, phrases = SPLIT_MORE_WRONG[name]
+    assert_caught(check_split_heads, fn, *phrases)
+
+
+SPLIT_RIGHT = {
+    "split_and_stack": lambda x, h: torch.stack(x.split(x.shape[-1] // h, -1), 1),
+    "unflatten_2": lambda x, h: x.unflatten(2, (h, -1)).transpose(1, 2),
+    "permute": lambda x, h: x.view(x.shape[0], -1, h, x.shape[-1] // h).permute(0, 2, 1, 3),
+    "swapaxes": lambda x, h: x.reshape(*x.shape[:2], h, -1).swapaxes(1, 2),
+    "einsum": lambda x, h: torch.einsum("bnhk->bhnk", x.unflatten(-1, (h, -1))),
+}
+
+
+@pytest.mark.parametrize("name", SPLIT_RIGHT)
+def test_split_other_right_answers_pass(name):
+    assert check_split_heads(SPLIT_RIGHT[name]) is True
+
+
+MERGE_MORE_WRONG = {
+    "view_after_transpose": (lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), ["no longer contiguous", ".reshape("]),
+    "transpose_2_3": (lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1), ["transpose(2, 3) swaps the tokens"]),
+    "hard_coded_d_model": (lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], 768), ["instead of hard-coding"]),
+    "flatten_heads_and_tokens": (lambda x: x.flatten(1, 2), ["along the tokens axis"]),
+    "tuple_of_heads": (lambda x: x.unbind(1), ["got tuple of 3 tensors", "torch.cat"]),
+    "stacked_last": (lambda x: torch.stack(list(x.unbind(1)), -1).reshape(x.shape[0], x.shape[2], -1), ["interleaved"]),
+}
+
+
+@pytest.mark.parametrize("name", MERGE_MORE_WRONG)
+def test_merge_likeliest_wrong_answers_named(name):
+    fn, phrases = MERGE_MORE_WRONG[name]
+    assert_caught(check_merge_heads, fn, *phrases)
+
+
+MERGE_RIGHT = {
+    "flatten": lambda x: x.transpose(1, 2).flatten(2),
+    "contiguous_view": lambda x: x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], -1),
+    "permute": lambda x: x.permute(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1),
+    "einsum": lambda x: torch.einsum("bhnk->bnhk", x).reshape(x.shape[0], x.shape[2], -1),
+}
+
+
+@pytest.mark.parametrize("name", MERGE_RIGHT)
+def test_merge_other_right_answers_pass(name):
+    assert check_merge_heads(MERGE_RIGHT[name]) is True

@@ -248,3 +248,132 @@ def test_layer_norm_generator_stub_and_real_not_implemented(capsys):
 
     assert_not_attempted(check_layer_norm, stub, capsys)
     assert_caught(check_layer_norm, lambda x, g, b, eps=1e-5: torch.nn.ModuleList()(x), "not the exercise's stub")
+
+
+# ------------------------------------------------------------------ issue 25: the likeliest mistakes the catalogues lacked
+
+
+def pe_table(frequency=None, even=torch.sin, odd=torch.cos, rows=False, dtype=torch.float32):
+    """The vectorised answer of the notebook, with one step replaceable."""
+
+    def fn(max_len, d_model):
+        pos = torch.arange(max_len, dtype=dtype)[:, None]
+        two_i = torch.arange(0, d_model, 2, dtype=dtype)
+        angle = pos * (frequency(two_i, d_model, max_len) if frequency else 10000 ** (-two_i / d_model))
+        pe = torch.zeros(max_len, d_model, dtype=dtype)
+        if rows:
+            pe[0::2], pe[1::2] = even(angle), odd(angle)
+        else:
+            pe[:, 0::2], pe[:, 1::2] = even(angle), odd(angle)
+        return pe
+
+    return fn
+
+
+def pe_loop_stepping_by_2(max_len, d_model):
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):  # i is already 2i ...
+            angle = pos / 10000 ** (2 * i / d_model)  # ... and doubled again
+            pe[pos, i], pe[pos, i + 1] = math.sin(angle), math.cos(angle)
+    return pe
+
+
+PE_MORE_WRONG = {
+    "exponent_without_parentheses": (pe_table(lambda t, d, n: 1 / 10000**t / d), ["lacks its parentheses"]),
+    "loop_doubles_2i": (pe_loop_stepping_by_2, ["doubled twice", "i / d_model"]),
+    "max_len_for_d_model": (pe_table(lambda t, d, n: 10000 ** (-t / n)), ["divided by max_len"]),
+    "sines_on_odd_features": (pe_table(odd=torch.sin), ["odd features hold sines too"]),
+    "cosines_on_even_features": (pe_table(even=torch.cos), ["even features hold cosines too"]),
+    "rows_instead_of_columns": (pe_table(rows=True), ["pe[:, 0::2]", "pe[0::2] would select the even positions"]),
+}
+
+
+@pytest.mark.parametrize("name", PE_MORE_WRONG)
+def test_pe_likeliest_wrong_answers_caught(name):
+    fn, phrases = PE_MORE_WRONG[name]
+    assert_caught(check_positional_encoding, fn, *phrases)
+
+
+def pe_loop(max_len, d_model):
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    for pos in range(max_len):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            pe[pos, 2 * i], pe[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    return pe
+
+
+def pe_stacked(max_len, d_model):
+    angle = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(d_model // 2) / (d_model // 2))
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (max_len, d_model/2, 2) -> interleaved
+
+
+PE_RIGHT = {
+    "loop": pe_loop,
+    "stack_and_flatten": pe_stacked,
+    "cos_as_shifted_sin": pe_table(odd=lambda a: torch.sin(a + math.pi / 2)),
+    "torch_pow": pe_table(lambda t, d, n: torch.pow(10000.0, -t / d)),
+    "float64": pe_table(dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("name", PE_RIGHT)
+def test_pe_other_right_answers_pass(name):
+    assert check_positional_encoding(PE_RIGHT[name]) is True
+
+
+def _mean(x):
+    return x.mean(-1, keepdim=True)
+
+
+def _var(x):
+    return x.var(-1, keepdim=True, unbiased=False)
+
+
+LN_MORE_WRONG = {
+    "divided_by_variance": (lambda x, g, b, eps=1e-5: (x - _mean(x)) / (_var(x) + eps) * g + b, ["divided by the variance"]),
+    "eps_after_division": (
+        lambda x, g, b, eps=1e-5: ((x - _mean(x)) / torch.sqrt(_var(x)) + eps) * g + b,
+        ["eps is added after the division"],
+    ),
+    "gamma_beta_first": (
+        lambda x, g, b, eps=1e-5: F.layer_norm(x * g + b, x.shape[-1:], eps=eps),
+        ["applied before normalising"],
+    ),
+    "l2_normalize": (lambda x, g, b, eps=1e-5: F.normalize(x - _mean(x), dim=-1) * g + b, ["L2 norm", "F.normalize"]),
+    "eps_in_numerator": (
+        lambda x, g, b, eps=1e-5: (x - _mean(x) + eps) / torch.sqrt(_var(x) + eps) * g + b,
+        ["numerator too"],
+    ),
+    "last_two_axes": (lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[1:], eps=eps) * g + b, ["last two axes"]),
+    "float32_and_back": (
+        lambda x, g, b, eps=1e-5: F.layer_norm(x.float(), x.shape[-1:], g.float(), b.float(), eps).to(x.dtype),
+        ["precision problem", "float32"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", LN_MORE_WRONG)
+def test_layer_norm_likeliest_wrong_answers_caught(name):
+    fn, phrases = LN_MORE_WRONG[name]
+    message = assert_caught(check_layer_norm, fn, *phrases)
+    assert "differs from the reference in" not in message
+
+
+LN_RIGHT = {
+    "rsqrt": lambda x, g, b, eps=1e-5: (x - _mean(x)) * torch.rsqrt(_var(x) + eps) * g + b,
+    "correction_0": lambda x, g, b, eps=1e-5: (x - _mean(x)) / torch.sqrt(x.var(-1, keepdim=True, correction=0) + eps) * g + b,
+    "E[x^2] - E[x]^2": lambda x, g, b, eps=1e-5: (
+        (x - _mean(x)) / torch.sqrt((x**2).mean(-1, keepdim=True) - _mean(x) ** 2 + eps) * g + b
+    ),
+    "var_mean": lambda x, g, b, eps=1e-5: (lambda vm: (x - vm[1]) / torch.sqrt(vm[0] + eps) * g + b)(
+        torch.var_mean(x, -1, keepdim=True, unbiased=False)
+    ),
+    "fresh_module_then_affine": lambda x, g, b, eps=1e-5: torch.nn.LayerNorm(x.shape[-1], eps=eps, dtype=x.dtype)(x) * g + b,
+}
+
+
+@pytest.mark.parametrize("name", LN_RIGHT)
+def test_layer_norm_other_right_answers_pass(name):
+    assert check_layer_norm(LN_RIGHT[name]) is True

@@ -246,3 +246,129 @@ HARD_BETA_MISTAKES = {
 def test_hard_beta_mistakes_are_named(name):
     fn, phrases = HARD_BETA_MISTAKES[name]
     assert_caught(check_hard_attention_beta, fn, *phrases)
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+
+def _topk_unpacked(s, eps=0.01):
+    best, second = s.topk(2)  # (values, indices): `second` holds the indices
+    return torch.log(torch.tensor((len(s) - 1) / eps)) / (best - second)
+
+
+def _topk_unpacked_item(s, eps=0.01):
+    best, second = s.topk(2)
+    return math.log((len(s) - 1) / eps) / (best - second).item()
+
+
+HARD_BETA_MORE_MISTAKES = {
+    "eps ignored": (_with_tie(lambda s, eps: math.log((len(s) - 1) / 0.01) / _gap(s)), ["eps = 0.01 whatever the argument"]),
+    "ln(m - 1) / eps": (_with_tie(lambda s, eps: math.log(len(s) - 1) / eps / _gap(s)), ["eps belongs inside the logarithm"]),
+    "ln((m - 1) * eps)": (_with_tie(lambda s, eps: math.log((len(s) - 1) * eps) / _gap(s)), ["(m - 1) * eps"]),
+    "precedence: ln(m - 1 / eps)": (_with_tie(lambda s, eps: math.log(len(s) - 1 / eps) / _gap(s)), ["Mind the parentheses"]),
+    "topk unpacked as two values": (_topk_unpacked, ["(values, indices)", ".values"]),
+    "topk unpacked, then .item()": (_topk_unpacked_item, ["(values, indices)"]),
+    "None for a tie": (
+        lambda s, eps=0.01: None if _gap(s) == 0 else math.log((len(s) - 1) / eps) / _gap(s),
+        ["None", "math.inf"],
+    ),
+    "the topk result itself": (lambda s, eps=0.01: s.topk(2), ["got topk", ".values"]),
+}
+
+
+@pytest.mark.parametrize("name", list(HARD_BETA_MORE_MISTAKES))
+def test_hard_beta_likeliest_mistakes_are_named(name):
+    fn, phrases = HARD_BETA_MORE_MISTAKES[name]
+    assert_caught(check_hard_attention_beta, fn, *phrases)
+
+
+def test_hard_beta_other_right_answers_pass():
+    import numpy as np
+
+    assert check_hard_attention_beta(lambda s, eps=0.01: torch.inf if _gap(s) == 0 else math.log((len(s) - 1) / eps) / _gap(s))
+    assert check_hard_attention_beta(lambda s, eps=0.01: np.inf if _gap(s) == 0 else np.log((s.numel() - 1) / eps) / _gap(s))
+    assert check_hard_attention_beta(
+        lambda s, eps=0.01: float("inf") if _gap(s) == 0 else (math.log(len(s) - 1) - math.log(eps)) / _gap(s)
+    )
+
+
+def _permutation(query_rows="d + i", key_rows="d + j", W_V="copy", dtype=torch.float64, query_strength=30.0, key_strength=30.0):
+    def fn(perm, d, strength=30.0):
+        perm = torch.as_tensor(perm)
+        n = len(perm)
+        W_Q, W_K, W_V_ = (torch.zeros(d + n, k, dtype=dtype) for k in (n, n, d))
+        rows = torch.arange(n)
+        if query_rows == "d + i":
+            W_Q[d + rows, perm] = query_strength
+        elif query_rows == "i":  # the offset d of the position features forgotten
+            W_Q[rows, perm] = strength
+        if key_rows == "d + j":
+            W_K[d:] = key_strength * torch.eye(n, dtype=dtype)
+        elif key_rows == "j":
+            W_K[:n] = strength * torch.eye(n, dtype=dtype)
+        elif key_rows == "permuted too":
+            W_K[d + rows, perm] = strength
+        eye = torch.eye(d, dtype=dtype)
+        W_V_[:d] = {"copy": eye, "ones": torch.ones_like(eye), "double": 2 * eye}[W_V]
+        return W_Q, W_K, W_V_
+
+    return fn
+
+
+PERMUTATION_MORE_MISTAKES = {
+    "the position offset d forgotten": (_permutation(query_rows="i", key_rows="j"), ["position block", "d + i"]),
+    "the position offset d forgotten in W_Q only": (_permutation(query_rows="i"), ["position block of W_Q"]),
+    "keys permuted too": (_permutation(key_rows="permuted too"), ["identity", "only the queries apply it"]),
+    "W_V of ones": (_permutation(W_V="ones"), ["one-hot weight", "so W_V is"]),
+    "W_V doubles the content": (_permutation(W_V="double"), ["W_V = [I_d; 0]"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PERMUTATION_MORE_MISTAKES))
+def test_permutation_likeliest_mistakes_are_named(name):
+    fn, phrases = PERMUTATION_MORE_MISTAKES[name]
+    message = assert_caught(check_permutation_projections, fn, *phrases)
+    assert "not one-hot" not in message
+
+
+def test_permutation_other_right_answers_pass():
+    def with_identity_rows(perm, d, strength=30.0):
+        eye = torch.eye(len(perm), dtype=torch.float64)
+        zeros = torch.zeros(d, len(perm), dtype=torch.float64)
+        return torch.cat([zeros, strength * eye[perm]]), torch.cat([zeros, strength * eye]), torch.eye(d + len(perm), d).double()
+
+    assert check_permutation_projections(with_identity_rows) is True
+    assert check_permutation_projections(_permutation(dtype=torch.float32)) is True  # float32 weights are fine
+    assert check_permutation_projections(_permutation(query_strength=900.0, key_strength=1.0)) is True  # c^2 split unevenly
+
+
+CONV_MORE_MISTAKES = {
+    "reshape instead of permute": (
+        lambda conv: (conv.weight.detach().reshape(conv.kernel_size[0], conv.in_channels, conv.out_channels), conv.bias.detach()),
+        ["reshaped, not permuted"],
+    ),
+    "view instead of permute": (
+        lambda conv: (conv.weight.detach().view(conv.kernel_size[0], conv.in_channels, conv.out_channels), conv.bias.detach()),
+        ["reshaped, not permuted"],
+    ),
+    "permute(1, 2, 0)": (lambda conv: (conv.weight.detach().permute(1, 2, 0), conv.bias.detach()), ["permute(1, 2, 0)"]),
+    "a bias per head": (
+        lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach().expand(conv.kernel_size[0], -1)),
+        ["one per head", "added once"],
+    ),
+    "(bias, W_heads)": (lambda conv: (conv.bias.detach(), conv.weight.detach().permute(2, 1, 0)), ["swapped"]),
+    "numpy": (lambda conv: (conv.weight.detach().permute(2, 1, 0).numpy(), conv.bias.detach()), ["torch.Tensor", "ndarray"]),
+}
+
+
+@pytest.mark.parametrize("name", list(CONV_MORE_MISTAKES))
+def test_conv_likeliest_mistakes_are_named(name):
+    fn, phrases = CONV_MORE_MISTAKES[name]
+    assert_caught(check_conv_head_weights, fn, *phrases)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_conv_other_right_answers_pass():
+    assert check_conv_head_weights(lambda conv: (conv.weight.detach().T, conv.bias.detach())) is True  # .T reverses all axes
+    assert check_conv_head_weights(lambda conv: (conv.weight.transpose(0, 2), conv.bias)) is True  # parameters, not detached
+    assert check_conv_head_weights(lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach()[None])) is True

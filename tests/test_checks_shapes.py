@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import attention_column_layout as reference_attention_column_layout
@@ -50,7 +52,7 @@ def test_matmul_shape(capsys):
         ((3, 3), "columns from W"),
         ((15,), "two sizes"),
         (15, "the number 15"),
-        ((3,), "has 1 axes; it should have 2"),
+        ((7,), "has 1 axes; it should have 2"),
         ("(3, 5)", "string"),
         ((3, 5.0), "whole numbers"),
         ((4, 5), "axis 0 (size 4) is wrong"),
@@ -400,3 +402,190 @@ def test_checks_never_leak_internal_errors():
                 check(fn)
             except ExerciseFailed:
                 pass
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+
+@pytest.mark.parametrize(
+    "answer, phrase",
+    [
+        ((5, 8), "W transposed"),
+        ((8, 3), "X transposed"),
+        ((1, 3, 5), "no batch axis"),
+        ((3,), "only the number of rows"),
+        ((5,), "only the number of columns"),
+        ((8,), "summed over and disappears"),
+    ],
+)
+def test_matmul_shape_likeliest_mistakes(answer, phrase):
+    assert_caught(check_matmul_shape, answer, phrase)
+
+
+def test_matmul_shape_other_right_answers():
+    assert check_matmul_shape((torch.zeros(3, 8) @ torch.zeros(8, 5)).shape) is True
+    assert check_matmul_shape(tuple(np.int64(v) for v in (3, 5))) is True
+
+
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_row(q=(3, 4)), ["shape of Q", "shape of the scores"]),
+        (_row(q=(8, 3)), ["shape of Q", "X transposed"]),
+        (_row(k=(4, 4)), ["shape of K", "d_k = 5 columns"]),
+        (_row(k=(3, 4)), ["shape of K", "shape of the scores"]),
+        (_row(v=(4, 4)), ["shape of V", "d_v = 6 columns"]),
+        (_row(scores=(4, 5)), ["shape of the scores", "K's shape"]),
+        (_row(out=(4, 4)), ["shape of the output", "one row per query"]),
+    ],
+)
+def test_row_layout_likeliest_mistakes(answers, phrases):
+    assert_caught(star(check_row_layout_shapes), answers, *phrases)
+
+
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_col(q=(6, 64)), ["shape of Q", "one head"]),
+        (_col(k=(768, 1)), ["shape of K", "one token's column"]),
+        (_col(attn=(12, 6, 6)), ["attention matrix", "one head here"]),
+        (_col(attn=(64, 64)), ["attention matrix", "relates tokens to tokens"]),
+        (_col(out=(768, 1)), ["shape of the output", "one token's output column"]),
+    ],
+)
+def test_column_layout_likeliest_mistakes(answers, phrases):
+    assert_caught(star(check_column_layout_shapes), answers, *phrases)
+
+
+def test_column_layout_shapes_from_tensors_pass():
+    X, W = torch.zeros(768, 6), torch.zeros(768, 768)
+    Q = W @ X
+    assert check_column_layout_shapes(Q.shape, Q.shape, Q.shape, (Q.T @ Q).shape, (Q @ (Q.T @ Q)).shape) is True
+
+
+def _col_attn_more(mistake):
+    def fn(X, W_q, W_k, W_v):
+        Q, K, V = W_q @ X, W_k @ X, W_v @ X
+        d_k = Q.shape[0]
+        scores = K.T @ Q / math.sqrt(d_k)
+        return {
+            "whole_matrix": lambda: V @ (torch.exp(scores) / torch.exp(scores).sum()),
+            "queries_as_values": lambda: Q @ torch.softmax(scores, dim=0),
+            "scale_sqrt_n": lambda: V @ torch.softmax(K.T @ Q / math.sqrt(X.shape[1]), dim=0),
+            "keys_from_w_q": lambda: V @ torch.softmax(Q.T @ Q / math.sqrt(d_k), dim=0),
+            "values_from_w_k": lambda: K @ torch.softmax(scores, dim=0),
+            "dim_minus_1": lambda: V @ torch.softmax(scores, dim=-1),
+            "half_d_k": lambda: V @ torch.softmax(K.T @ Q / (d_k**1 / 2), dim=0),
+        }[mistake]()
+
+    fn.__name__ = "attention_column_layout"
+    return fn
+
+
+@pytest.mark.parametrize(
+    "mistake, phrases",
+    [
+        ("whole_matrix", ["softmax over the whole matrix"]),
+        ("queries_as_values", ["queries were used as values"]),
+        ("scale_sqrt_n", ["divided by sqrt(n)"]),
+        ("keys_from_w_q", ["keys were computed with W_q"]),
+        ("values_from_w_k", ["values were computed with W_k"]),
+        ("dim_minus_1", ["wrong axis", "dim=0"]),
+        ("half_d_k", ["d_k ** 1/2 is (d_k ** 1) / 2"]),
+    ],
+)
+def test_attention_column_layout_likeliest_mistakes(mistake, phrases):
+    assert_caught(check_attention_column_layout, _col_attn_more(mistake), *phrases)
+
+
+def test_attention_column_layout_other_right_answers():
+    def via_rows(X, W_q, W_k, W_v):  # the row layout, transposed back
+        Q, K, V = X.T @ W_q.T, X.T @ W_k.T, X.T @ W_v.T
+        return (torch.softmax(Q @ K.T / math.sqrt(Q.shape[1]), dim=-1) @ V).T
+
+    def queries_scaled(X, W_q, W_k, W_v):
+        Q, K, V = W_q @ X, W_k @ X, W_v @ X
+        return V @ F.softmax(K.T @ (Q / Q.shape[0] ** 0.5), dim=0)
+
+    def sdpa(X, W_q, W_k, W_v):
+        return F.scaled_dot_product_attention((W_q @ X).T, (W_k @ X).T, (W_v @ X).T).T
+
+    for answer in (via_rows, queries_scaled, sdpa):
+        assert check_attention_column_layout(answer) is True
+
+
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (((4, 5), (6, 3), 0.4472), ["shape of K^T Q", "K^T itself"]),
+        (((5, 3), (6, 3), 0.4472), ["shape of K^T Q", "Q's shape"]),
+        (((4, 3), (6, 3), 5), ["beta", "d itself"]),
+        (((4, 3), (6, 3), 1 / 25), ["beta", "1 / d^2"]),
+        (((4, 3), (6, 3), -1 / math.sqrt(5)), ["beta is positive"]),
+    ],
+)
+def test_numerator_layout_likeliest_mistakes(answers, phrases):
+    assert_caught(star(check_numerator_layout), answers, *phrases)
+
+
+def test_numerator_layout_other_right_answers():
+    assert check_numerator_layout((4, 3), (6, 3), math.sqrt(5) / 5) is True
+    assert check_numerator_layout((4, 3), (6, 3), 5**-0.5) is True
+    assert check_numerator_layout((4, 3), (6, 3), np.float64(0.44721)) is True
+
+
+@pytest.mark.parametrize(
+    "answers, phrases",
+    [
+        (_mh(d_k=10), ["d_k", "number of tokens"]),
+        (_mh(d_k=51.2), ["d_k", "not by the n = 10 tokens"]),
+        (_mh(d_k=80), ["d_k", "n * h"]),
+        (_mh(scores=(1, 10, 10)), ["one head's scores", "no batch axis"]),
+        (_mh(out=(1, 10, 64)), ["one head's output", "no batch axis"]),
+    ],
+)
+def test_multi_head_shapes_likeliest_mistakes(answers, phrases):
+    assert_caught(star(check_multi_head_shapes), answers, *phrases)
+
+
+def test_multi_head_shapes_other_right_answers():
+    assert check_multi_head_shapes(512 // 8, (10, 64), (10, 10), (10, 64), (10, 8 * 64)) is True
+    assert check_multi_head_shapes(64.0, torch.Size([10, 64]), [10, 10], (10, 64), (10, 512)) is True
+
+
+@pytest.mark.parametrize(
+    "fn, phrases",
+    [
+        (lambda d, h, bias=True: (4 * d) ** 2 + 4 * d * bias, ["(4 * d_model) ** 2"]),
+        (lambda d, h, bias=True: 4 * d * d + 4 * bias, ["counted as one number"]),
+        (lambda d, h, bias=True: 4 * d * d + 4 * d * h * bias, ["once per head"]),
+        (lambda d, h, bias=True: 3 * h * (d // h) ** 2 + d * d + 4 * d * bias, ["only W_O as d_model x d_model"]),
+        (lambda d, h, bias=True: 4 * d * d + 3 * d * bias, ["bias of W_O is missing"]),
+    ],
+)
+def test_mha_parameter_count_likeliest_mistakes(fn, phrases):
+    fn.__name__ = "mha_parameter_count"
+    assert_caught(check_mha_parameter_count, fn, *phrases)
+
+
+def test_mha_parameter_count_other_right_answers():
+    def from_torch(d_model, num_heads, bias=True):
+        return sum(p.numel() for p in nn.MultiheadAttention(d_model, num_heads, bias=bias).parameters())
+
+    def from_linears(d_model, num_heads, bias=True):
+        return 4 * sum(p.numel() for p in nn.Linear(d_model, d_model, bias=bias).parameters())
+
+    for answer in (
+        from_torch,
+        from_linears,
+        lambda d, h, bias=True: 4 * d * (d + 1) if bias else 4 * d * d,
+        lambda d, h, bias=True: np.int64(4 * d * d + 4 * d * bias),
+        lambda d, h, bias=True: torch.tensor(4 * d * d + 4 * d * bias),
+    ):
+        assert check_mha_parameter_count(answer) is True
+
+
+def test_row_layout_shapes_from_tensors_pass():
+    X, Z = torch.zeros(3, 8), torch.zeros(4, 8)
+    Q, K, V = X @ torch.zeros(8, 5), Z @ torch.zeros(8, 5), Z @ torch.zeros(8, 6)
+    assert check_row_layout_shapes(Q.shape, K.shape, list(V.shape), (Q @ K.T).shape, (Q @ K.T @ V).shape) is True

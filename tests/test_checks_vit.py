@@ -314,3 +314,150 @@ def test_checks_leave_the_random_stream_alone():
     torch.manual_seed(0)
     torch.testing.assert_close(after, torch.rand(3))
     assert np.isfinite(after.numpy()).all()
+
+
+# ---------------------------------------------------------------- issue 25: the likeliest mistakes the catalogues lacked
+
+
+def _patchify_reshaped(sizes, axes):
+    """Reshape to ``sizes(b, c, h, w, p)``, permute by ``axes``, flatten to (B, N, C*p*p)."""
+
+    def answer(x, p):
+        b, c, h, w = x.shape
+        return x.reshape(*sizes(b, c, h, w, p)).permute(*axes).reshape(b, -1, c * p * p)
+
+    return answer
+
+
+def _patchify_loop(columns_first):
+    def answer(x, p):
+        b, c, h, w = x.shape
+        rows_first = [(i, j) for i in range(0, h, p) for j in range(0, w, p)]
+        corners = sorted(rows_first, key=lambda ij: (ij[1], ij[0])) if columns_first else rows_first
+        return torch.stack([x[:, :, i : i + p, j : j + p].reshape(b, -1) for i, j in corners], dim=1)
+
+    return answer
+
+
+PATCHIFY_MORE_MISTAKES = {
+    "p before H/p in the reshape": (
+        _patchify_reshaped(lambda b, c, h, w, p: (b, c, p, h // p, p, w // p), (0, 2, 4, 1, 3, 5)),
+        ["reshape puts p before H/p"],
+    ),
+    "p before H/p, permuted to match": (
+        _patchify_reshaped(lambda b, c, h, w, p: (b, c, p, h // p, p, w // p), (0, 3, 5, 1, 2, 4)),
+        ["reshape puts p before H/p"],
+    ),
+    "a pixel axis permuted to the front": (
+        _patchify_reshaped(lambda b, c, h, w, p: (b, c, h // p, p, w // p, p), (0, 2, 3, 1, 4, 5)),
+        ["permute(0, 2, 3, 1, 4, 5)"],
+    ),
+    "square images assumed": (
+        _patchify_reshaped(lambda b, c, h, w, p: (b, c, h // p, p, h // p, p), (0, 2, 4, 1, 3, 5)),
+        ["works for square images but not for H = 4 != W = 6"],
+    ),
+    "a loop over columns first": (_patchify_loop(columns_first=True), ["column by column"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PATCHIFY_MORE_MISTAKES))
+def test_patchify_likeliest_mistakes_are_named(name):
+    answer, phrases = PATCHIFY_MORE_MISTAKES[name]
+    assert_caught(check_patchify, answer, *phrases)
+
+
+def test_patchify_other_right_answers_pass():
+    assert check_patchify(_patchify_loop(columns_first=False)) is True
+    assert (
+        check_patchify(lambda x, p: x.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).flatten(1, 2).flatten(2)) is True
+    )
+
+
+EMBED_MORE_MISTAKES = {
+    "the notebook's patch size hard-coded": (lambda x, w, b, p: patchify(x, 2) @ w.T + b, ["use the patch_size argument"]),
+    "a fresh nn.Linear": (
+        lambda x, w, b, p: torch.nn.Linear(w.shape[1], w.shape[0]).double()(patchify(x, p)),
+        ["change from one call to the next", "weight and bias you are given"],
+    ),
+    "the bias added to the patches": (lambda x, w, b, p: (patchify(x, p) + b) @ w.T, ["add it after the product"]),
+    "F.linear with weight.T": (lambda x, w, b, p: F.linear(patchify(x, p), w.T, b), ["F.linear(patches, weight, bias)"]),
+    "weight ignored (a constant projection)": (
+        lambda x, w, b, p: patchify(x, p) @ torch.full_like(w.T, 0.1),
+        ["do not change when `weight` and `bias` change"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBED_MORE_MISTAKES))
+def test_patch_embedding_likeliest_mistakes_are_named(name):
+    answer, phrases = EMBED_MORE_MISTAKES[name]
+    assert_caught(check_image_patch_embedding, answer, *phrases)
+
+
+def test_patch_embedding_other_right_answers_pass():
+    assert check_image_patch_embedding(lambda x, w, b, p: torch.einsum("bnk,dk->bnd", patchify(x, p), w) + b) is True
+    assert check_image_patch_embedding(lambda x, w, b, p: patchify(x, p) @ w.mT + b) is True
+    assert (
+        check_image_patch_embedding(
+            lambda x, w, b, p: torch.addmm(b, patchify(x, p).flatten(0, 1), w.T).view(x.shape[0], -1, w.shape[0])
+        )
+        is True
+    )
+
+
+def _vit(slip):
+    def answer(m, x):
+        patches = m.patch_embed(x)
+        cls = m.cls_token.expand(x.shape[0], -1, -1)
+        if slip == "class token added, not prepended":
+            tokens = patches + m.cls_token + m.pos_embed
+        elif slip == "concatenated along the features":
+            tokens = torch.cat([cls, patches], dim=-1) + m.pos_embed
+        else:
+            tokens = torch.cat([cls, patches], dim=1) + m.pos_embed
+        if slip == "blocks reversed":
+            for block in reversed(m.blocks):
+                tokens = block(tokens)
+            h = m.norm(tokens)
+        else:
+            h = m.norm(_blocks(m, tokens))
+        return m.head({"x[:, 0:1]": h[:, 0:1], "x[0]": h[0], "x[:, 1]": h[:, 1]}.get(slip, h[:, 0]))
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "slip, phrase",
+    [
+        ("class token added, not prepended", "prepend the class token with torch.cat"),
+        ("concatenated along the features", "expand it to the batch"),
+        ("x[:, 0:1]", "keeps a token axis of size 1"),
+        ("x[0]", "the tokens of the first image"),
+        ("x[:, 1]", "token 1, the first patch"),
+        ("blocks reversed", "reverse order"),
+    ],
+)
+def test_vit_forward_likeliest_mistakes_are_named(slip, phrase):
+    assert_caught(check_vit_forward, _vit(slip), phrase)
+
+
+def test_vit_forward_other_right_answers_pass():
+    def norm_on_the_class_token(m, x):  # a layer norm acts on each token alone
+        tokens = torch.cat([_cls(m, x), m.patch_embed(x)], dim=1)
+        tokens += m.pos_embed  # in place on a new tensor: fine
+        return m.head(m.norm(_blocks(m, tokens)[:, 0]))
+
+    def sliced_positions(m, x):
+        tokens = torch.cat([_cls(m, x), m.patch_embed(x)], dim=1)
+        return m.head(m.norm(torch.nn.Sequential(*m.blocks)(tokens + m.pos_embed[:, : tokens.shape[1]]))[:, 0])
+
+    assert check_vit_forward(norm_on_the_class_token) is True
+    assert check_vit_forward(sliced_positions) is True
+
+
+def test_the_references_in_helpers_models_pass():
+    import helpers.models
+
+    assert check_patchify(helpers.models.patchify) is True
+    assert check_image_patch_embedding(helpers.models.patch_embedding) is True
+    assert check_vit_forward(helpers.models.vit_forward) is True

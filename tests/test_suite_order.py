@@ -26,12 +26,12 @@ def test_order_longest_first_then_notebooks_by_number_then_tests():
         "tests/test_nbgrader.py::test_y",
         "notebooks/solutions/10_pretrained_encoder.ipynb::Cell 0",
         "notebooks/solutions/08_vision_transformer.ipynb::Cell 3",
-        "build/suite/default/07_transformer_classifier.ipynb::Cell 0",
+        "build/suite/avx2/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/07_transformer_classifier.ipynb::Cell 0",
     ]
     ordered = sorted(paths, key=lambda nodeid: _order(SimpleNamespace(nodeid=nodeid)))
     assert ordered == [
-        "build/suite/default/07_transformer_classifier.ipynb::Cell 0",
+        "build/suite/avx2/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/08_vision_transformer.ipynb::Cell 3",
         "tests/test_nbgrader.py::test_y",

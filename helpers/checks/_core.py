@@ -247,9 +247,9 @@ def call(fn: Callable[..., Any], *args: Any, what: str | None = None, inplace_ok
         raise
     except Exception as err:  # the student's code failed: report it, not our internals
         described = what if what is not None else describe(*args, *kwargs.values())
-        raise ExerciseFailed(
-            f"calling your `{name}` with {described} raised {type(err).__name__}: {err}{_error_hint(err, args, kwargs)}"
-        ) from None
+        hint = _error_hint(err, args, kwargs)
+        text = str(err).rstrip(".") if hint else str(err)
+        raise ExerciseFailed(f"calling your `{name}` with {described} raised {type(err).__name__}: {text}{hint}") from None
     for i, arg, before in inputs:
         if arg.shape != before.shape or not torch.equal(arg.detach().nan_to_num(), before.nan_to_num()):
             raise ExerciseFailed(
@@ -262,10 +262,12 @@ def call(fn: Callable[..., Any], *args: Any, what: str | None = None, inplace_ok
 def _error_hint(err: Exception, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     """A hint for errors whose cause the raw message hides (the type of a value, not its shape)."""
     message = str(err)
-    if "return_types" in message:  # x.max(dim) and friends return (values, indices)
+    # x.max(dim) and friends return (values, indices): named from the message, or from a variable of the failing code
+    # that holds such a pair when the error is about a type (a shape error next to a pair used right is not its fault)
+    if "return_types" in message or (isinstance(err, (TypeError, AttributeError)) and _return_types_in_frames(err)):
         return (
-            ". With a `dim`, x.max(dim) and x.min(dim) return a pair (values, indices), not a tensor: take `.values` "
-            "(x.max(dim, keepdim=True).values), or use x.amax(dim, keepdim=True), which returns the tensor alone"
+            ". With a `dim`, x.max(dim) and x.min(dim) (and topk, sort) return a pair (values, indices), not a tensor: take "
+            "`.values` (x.max(dim, keepdim=True).values), or use x.amax(dim, keepdim=True), which returns the tensor alone"
         )
     inputs_numpy = any(type(a).__module__ == "numpy" for a in [*args, *kwargs.values()])
     if isinstance(err, TypeError) and inputs_numpy and ("numpy.ndarray" in message or "must be Tensor" in message):
@@ -273,6 +275,121 @@ def _error_hint(err: Exception, args: Sequence[Any], kwargs: Mapping[str, Any]) 
             ". The cause is the type, not the shapes: this call passes numpy arrays, and torch functions such as "
             "torch.matmul accept only tensors; use the `@` operator (it works for numpy arrays and torch tensors alike)"
         )
+    for pattern, hint in _ERROR_HINTS:
+        if re.search(pattern, message):
+            return ". " + hint
+    return ""
+
+
+#: (regular expression on the error message, hint): the first that matches is added to the message of a failed call.
+_ERROR_HINTS: tuple[tuple[str, str], ...] = (
+    (
+        r"only one element tensors can be converted to Python scalars",
+        "A Python function of one number (math.exp, math.sqrt, math.log, float()) was given a whole tensor: use the "
+        "element-wise torch version (torch.exp, torch.sqrt, torch.log)",
+    ),
+    (
+        r"must be Tensor, not (int|float)",
+        "A torch function (torch.sqrt, torch.exp...) was given a plain number: for a number use math.sqrt(d_k) or d_k ** 0.5",
+    ),
+    (
+        r"view size is not compatible with input tensor's size and stride",
+        "After transpose or permute the tensor is no longer contiguous in memory, so .view refuses it: use "
+        ".reshape(...) (it copies when it must), or .contiguous().view(...)",
+    ),
+    (
+        r"is invalid for input of size|don't multiply up to the size",
+        "The sizes asked for do not multiply to the tensor's number of elements: compute them from the inputs' "
+        "shapes (d_k = d_model // num_heads, H // p...) instead of hard-coding the sizes of an example, and check "
+        "which axis you split",
+    ),
+    (
+        r"tuple of ints,\s*but got float|slice indices must be integers|'float' object cannot be interpreted as an integer",
+        "A size or an index is a float: in Python 3, d_model / num_heads is a float even when it divides evenly; use "
+        "integer division, d_model // num_heads",
+    ),
+    (
+        r"for [-+*/@]+: '(Tensor|tuple)' and '(tuple|Tensor)'|must be Tensor, not tuple",
+        "One operand is a tuple: a call that returns several values must be unpacked first; e.g. "
+        "self-attention returns (out, weights): out, _ = block.self_attn(x, x, x, mask), or take [0]",
+    ),
+    (
+        r"same dtype|expected scalar type (Double|Float) but found (Double|Float)|expected m1 and m2 to have the same dtype",
+        "float32 and float64 tensors are mixed: a tensor created without a dtype (torch.zeros, torch.tensor, "
+        "torch.arange of floats) is float32, and .float() converts to float32; create new tensors with "
+        "dtype=x.dtype (and device=x.device) so that everything stays in the inputs' dtype",
+    ),
+    (
+        r"backward through the graph a second time",
+        "loss.backward() ran twice on the same graph: call it exactly once per step",
+    ),
+    (
+        r"does not require grad and does not have a grad_fn",
+        "The loss has no graph to backpropagate through: the forward pass ran under torch.no_grad() (or the loss was "
+        "detached); compute the loss with gradients enabled and call .backward() on that tensor",
+    ),
+    (
+        r"'float' object has no attribute 'backward'",
+        "The loss is already a Python float (.item() was taken first): call loss.backward() on the tensor and "
+        "return loss.item() at the end",
+    ),
+    (
+        r"'int' object is not callable",
+        "An int was called like a function: often x.size(-1) on a numpy array, whose .size is its number of elements "
+        "(an int, not a method as in torch): use x.shape[-1], which works for numpy and torch (or a name that held a "
+        "function was given a number)",
+    ),
+    (
+        r"1D tensors expected",
+        "Tensor.dot is the dot product of two 1-D vectors: for matrices and batches use the `@` operator",
+    ),
+    (
+        r"self must be a matrix",
+        "torch.mm takes 2-D matrices only: use the `@` operator (torch.matmul), which also handles a batch axis",
+    ),
+    (
+        r"expected np.ndarray \(got Tensor\)",
+        "torch.from_numpy takes numpy arrays only, and the check also passes torch tensors: the `@` operator "
+        "works for both without converting",
+    ),
+    (
+        r"'NoneType' object (has no attribute|is not subscriptable)|unsupported operand type\(s\) for .*'NoneType'",
+        "A value is None: a function without `return` gives None, and so does an optional part that this model does not have",
+    ),
+)
+
+
+def _return_types_in_frames(err: BaseException) -> bool:
+    """True when a variable of the student's code that failed holds a (values, indices) pair such as x.max(dim)'s."""
+    tb = err.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if not frame.f_code.co_filename.startswith(_LIBRARY_DIRS) and frame.f_code.co_filename != __file__:
+            if any(type(v).__module__ == "torch.return_types" for v in list(frame.f_locals.values())):
+                return True
+        tb = tb.tb_next
+    return False
+
+
+def _type_hint(actual: object) -> str:
+    """Why a value of this type is not the tensor expected, and how to make it one (an empty string if nothing to say)."""
+    kind = type(actual).__name__
+    if kind == "ndarray":
+        return " (convert with torch.from_numpy, or use torch operations)"
+    if type(actual).__module__ == "torch.return_types":
+        alone = f", or use x.a{kind}(dim), which returns the tensor alone" if kind in ("max", "min") else ""
+        return f": x.{kind}(...) returns a pair (values, indices); take `.values`{alone}"
+    if actual is None:
+        return ": the value is None (a function without a `return` gives None): return the result"
+    if isinstance(actual, (tuple, list)):
+        parts = ", ".join(type(a).__name__ for a in actual[:4]) + (", ..." if len(actual) > 4 else "")
+        if actual and all(isinstance(a, Tensor) for a in actual):
+            return (
+                f" of {len(actual)} tensors ({parts}): return one tensor; pieces are combined with torch.cat (along an "
+                "existing axis) or torch.stack (along a new one), and a call that returns (out, weights) is unpacked, "
+                "out, _ = ..."
+            )
+        return f" ({parts}): return one tensor"
     return ""
 
 
@@ -280,9 +397,7 @@ def expect_tensor(actual: object, name: str) -> Tensor:
     """The answer must be a torch tensor (a numpy array is named as such)."""
     if isinstance(actual, Tensor):
         return actual
-    kind = type(actual).__name__
-    hint = " (convert with torch.from_numpy, or use torch operations)" if kind == "ndarray" else ""
-    raise ExerciseFailed(f"{name} should be a torch.Tensor, got {kind}{hint}")
+    raise ExerciseFailed(f"{name} should be a torch.Tensor, got {type(actual).__name__}{_type_hint(actual)}")
 
 
 def _shape_message(got: tuple[int, ...], want: tuple[int, ...], name: str) -> str:
@@ -347,6 +462,18 @@ def expect_close(
     expect_shape(actual_d, expected.shape, name)
     expect_finite(actual_d, name, nonfinite_hint)
     if not _close(actual_d, expected, atol, rtol):
+        in_float32 = _computed_in_float32(actual_d, expected)
+        f32_atol, f32_rtol = dtype_tolerance(torch.float32)
+        if in_float32 and _close(actual_d, expected, max(atol, f32_atol), max(rtol, f32_rtol)):
+            largest = (actual_d.double() - expected.double()).abs().max().item()
+            raise ExerciseFailed(
+                f"{name} is a precision problem, not a wrong formula: it agrees with the reference only to float32's "
+                f"precision (about 7 significant digits; the largest difference is {largest:.2g}), though it is float64 "
+                "like the inputs. Somewhere your code computes in float32 and converts back: a tensor created without a "
+                "dtype (torch.tensor(...), torch.zeros(...), torch.ones(...) and torch.arange of floats give float32) or a "
+                ".float(). Create new tensors with dtype=x.dtype (the inputs' dtype), so that float64 inputs give a result "
+                "computed in float64"
+            )
         diff = (actual_d.double() - expected.double()).abs()
         idx = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
         n_bad = int((diff > atol + rtol * expected.double().abs()).sum())
@@ -356,8 +483,29 @@ def expect_close(
             f"{name} differs from the reference in {n_bad} of {diff.numel()} entries; the largest difference is "
             f"{largest:.4g} at index {idx}: you gave {got:.{digits}g}, expected {want:.{digits}g} "
             f"(allowed: {atol:.0e} + {rtol:.0e} x |expected|, for {str(actual_d.dtype).replace('torch.', '')})"
+            + (
+                "; note that your float64 values are rounded to float32 (something computes in float32: create new "
+                "tensors with dtype=x.dtype)"
+                if in_float32
+                else ""
+            )
         )
     return actual
+
+
+def _computed_in_float32(actual: Tensor, expected: Tensor) -> bool:
+    """True for a float64 answer whose every value is a float32 number although the float64 reference's are not.
+
+    That is the trace of a computation done in float32 and converted back (a tensor made without a dtype);
+    a genuine float64 computation gives float32-representable values only by a vanishing chance.
+    """
+    if actual.dtype != torch.float64 or expected.shape != actual.shape:
+        return False
+    finite = torch.isfinite(actual) & torch.isfinite(expected.to(actual.dtype))
+    a, e = actual[finite], expected.double()[finite]
+    if a.numel() < 4 or not torch.equal(a.float().double(), a):
+        return False
+    return int((e.float().double() != e).sum()) >= min(4, e.numel())
 
 
 def dtype_tolerance(dtype: torch.dtype) -> tuple[float, float]:

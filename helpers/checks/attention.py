@@ -31,6 +31,10 @@ __all__ = [
     "check_multi_head_attention",
 ]
 
+_HALF_D_K = (
+    "the scores are divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; "
+    "write d_k ** 0.5 or math.sqrt(d_k)"
+)
 _STABILITY_HINT = (
     "exp overflowed or underflowed on large scores (exp overflows above 88 in float32, above 709 in float64). Subtract the maximum of each slice "
     "along `dim` (x.amax(dim, keepdim=True)) before exp: softmax does not change, exp never overflows"
@@ -61,6 +65,10 @@ def check_softmax(softmax) -> None:
         "normalised by the sum over the whole tensor, not along `dim`": torch.exp(x) / torch.exp(x).sum(),
         "that is log-softmax (x - logsumexp); softmax is exp(x) / sum(exp(x))": torch.log_softmax(x, -1),
         "normalised by the maximum instead of the sum of the exponentials": torch.exp(x) / torch.exp(x).amax(-1, keepdim=True),
+        "the exponential is missing: softmax divides exp(x) by the sum of exp(x) along `dim`, not x by the sum of x": x
+        / x.sum(-1, keepdim=True),
+        "the exponentials are divided by their mean, not their sum (use .sum(dim, keepdim=True))": torch.exp(x)
+        / torch.exp(x).mean(-1, keepdim=True),
     }
     if isinstance(out, Tensor) and out.dtype != x.dtype:
         raise ExerciseFailed(f"softmax changed the dtype from {x.dtype} to {out.dtype}; keep the input's dtype")
@@ -68,7 +76,17 @@ def check_softmax(softmax) -> None:
 
     for dim in (0, 1):
         out_dim = _call_softmax(softmax, x, dim=dim, what=f"x of shape (2, 3, 4) and dim={dim}")
-        ignored = {"the `dim` argument is ignored (softmax is always over the last axis)": torch.softmax(x, -1)}
+        e_dim = torch.exp(x - x.amax(dim, keepdim=True))
+        e_last = torch.exp(x - x.amax(-1, keepdim=True))
+        ignored = {
+            "the `dim` argument is ignored (softmax is always over the last axis)": torch.softmax(x, -1),
+            "the maximum is taken along the last axis, not along `dim`: subtract x.amax(dim, keepdim=True), a constant "
+            "within each slice that softmax normalises (a constant per last-axis row changes the result along another dim)": (
+                e_last / e_last.sum(dim, keepdim=True)
+            ),
+            "the sum runs along the last axis, not along `dim`: divide by exps.sum(dim, keepdim=True)": e_dim
+            / e_dim.sum(-1, keepdim=True),
+        }
         expect_close(out_dim, torch.softmax(x, dim), f"softmax(x, dim={dim})", atol=1e-9, rtol=1e-7, mistakes=ignored)
 
     x_1d = torch.randn(5, dtype=torch.float64)
@@ -90,8 +108,29 @@ def check_softmax(softmax) -> None:
             f"softmax on large {dtype} inputs",
             atol=1e-6,
             rtol=1e-5,
+            mistakes=_unstable_softmaxes(x_big),
             nonfinite_hint=_STABILITY_HINT,
         )
+
+
+def _unstable_softmaxes(x: Tensor) -> dict[str, Tensor]:
+    """What the usual unstable softmaxes give on large scores (NaN where exp overflowed, in the same places)."""
+
+    def normalise(e: Tensor) -> Tensor:
+        return e / e.sum(-1, keepdim=True)
+
+    return {
+        "exp overflowed on large scores: nothing is subtracted before exp (exp overflows above 88 in float32, above 709 "
+        "in float64). Subtract the maximum of each slice, x.amax(dim, keepdim=True), before exp": normalise(torch.exp(x)),
+        "exp overflowed on large scores: the minimum was subtracted, which makes every other entry larger still; subtract "
+        "the maximum, x.amax(dim, keepdim=True), so that every exponent is <= 0": normalise(
+            torch.exp(x - x.amin(-1, keepdim=True))
+        ),
+        "exp overflowed or underflowed on large scores: one maximum of the whole tensor was subtracted (x.max()), so rows "
+        "far below it underflow to 0 / 0; subtract each slice's own maximum, x.amax(dim, keepdim=True)": normalise(
+            torch.exp(x - x.max())
+        ),
+    }
 
 
 def _sdpa_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -132,6 +171,15 @@ def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict
             (masked(raw / math.sqrt(d_k), 0.0)) @ v,
             masked(raw / math.sqrt(d_k), 0.0),
         ),
+        "the scale is applied after the softmax (the weights are divided by sqrt(d_k), so they no longer sum to 1); "
+        "divide the scores by sqrt(d_k) before the softmax": (
+            (torch.softmax(masked(raw), -1) / math.sqrt(d_k)) @ v,
+            torch.softmax(masked(raw), -1) / math.sqrt(d_k),
+        ),
+        "the scores are scaled with the number of queries n = q.shape[-2]; the scale is 1/sqrt(d_k), d_k = q.shape[-1]": run(
+            masked(raw / math.sqrt(q.shape[-2]))
+        ),
+        _HALF_D_K: run(masked(raw / (d_k / 2))),
     }
     if mask is not None:
         scaled = raw / math.sqrt(d_k)
@@ -145,6 +193,17 @@ def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict
         )
         w_after = torch.softmax(scaled, -1) * mask
         mistakes["the mask was applied after softmax without renormalising, so rows no longer sum to 1"] = (w_after @ v, w_after)
+        renormalised = w_after / w_after.sum(-1, keepdim=True)
+        mistakes[
+            "the mask was applied after the softmax and the weights renormalised: right in exact arithmetic, but when a "
+            "masked key has a much larger score, the allowed keys' weights underflow to 0 and 0 / 0 gives NaN; fill the "
+            "masked scores with -inf before the softmax, scores.masked_fill(~mask, float('-inf'))"
+        ] = (renormalised @ v, renormalised)
+        w_inf = torch.softmax(scaled, -1).masked_fill(~mask, float("-inf"))
+        mistakes[
+            "-inf was filled into the weights after the softmax; fill it into the scores before the softmax, "
+            "so that the masked weights come out as exactly 0"
+        ] = (w_inf @ v, w_inf)
         mistakes["the boolean mask was added to the scores; use scores.masked_fill(~mask, float('-inf'))"] = run(scaled + mask)
     mistakes["the scores use q in place of the keys (q @ q^T); the scores are q @ k.transpose(-2, -1)"] = (
         (None, torch.softmax(q @ q.transpose(-2, -1) / math.sqrt(d_k), -1)) if q.shape[-2] != k.shape[-2] else (None, None)
@@ -190,16 +249,25 @@ def check_scaled_dot_product_attention(attention) -> None:
     cases.append(("float32 q (2, 3, 5) * 60, k (2, 4, 5), v (2, 4, 6): scores up to about ±100", q32, k32, v32, None))
     cases.append(("the same float32 q, k, v with the boolean mask (2, 3, 4)", q32, k32, v32, mask))
 
+    passed_3d = False
     for label, q, k, v, mask in cases:
         try:
             result = call(attention, q, k, v, what=label) if mask is None else call(attention, q, k, v, mask, what=label)
         except ExerciseFailed as err:
             if "multiplied" in str(err) or "size mismatch" in str(err) or "must match the size" in str(err):
+                if passed_3d and q.dim() == 4:
+                    raise ExerciseFailed(
+                        f"{err}. Your function works for (batch, n, d) inputs but not with a head axis, (batch, heads, n, d): "
+                        "count the axes from the end, k.transpose(-2, -1) (k.transpose(1, 2) swaps the heads and the keys "
+                        "of a 4-D tensor) and softmax(dim=-1)"
+                    ) from None
                 raise ExerciseFailed(
-                    f"{err}. The scores are q @ k.transpose(-2, -1), shape (..., n, m); k.T reverses "
-                    "every axis of a batched tensor, and the weights multiply v as weights @ v"
+                    f"{err}. The scores are q @ k.transpose(-2, -1), shape (..., n, m): transpose the last two axes "
+                    "(k.T reverses every axis of a batched tensor), and the weights multiply v as a matrix product, "
+                    "weights @ v (weights * v multiplies entry by entry)"
                 ) from None
             raise
+        passed_3d = passed_3d or q.dim() == 3
         if not (isinstance(result, tuple) and len(result) == 2):
             raise ExerciseFailed(f"with {label}: return a tuple (out, weights), got {type(result).__name__}")
         out, weights = result
@@ -253,14 +321,35 @@ def _tolerance(dtype: torch.dtype) -> tuple[float, float]:
 @exercise("causal mask")
 def check_causal_mask(causal_mask) -> None:
     """Check ``causal_mask(n)``: a boolean ``(n, n)`` tensor, ``True`` on and below the diagonal."""
+    first_shape = None
     for n in (4, 5, 1):
         mask = expect_tensor(call(causal_mask, n, what=f"n={n}"), f"causal_mask({n})")
         expected = torch.ones(n, n, dtype=torch.bool).tril()
-        expect_shape(mask, (n, n), f"causal_mask({n})")
-        if mask.dtype != torch.bool:
-            if mask.is_floating_point() and torch.isinf(mask).any():
+        got = tuple(mask.shape)
+        if got != (n, n):
+            if first_shape is not None and got == first_shape:
                 raise ExerciseFailed(
-                    f"causal_mask({n}) is an additive float mask (0 and -inf); return the boolean form, True = may attend"
+                    f"causal_mask({n}) has shape {got}, the same as causal_mask(4): the size is hard-coded; "
+                    "build the mask from the argument n, torch.ones(n, n, dtype=torch.bool).tril()"
+                )
+            if got in ((1, n, n), (1, 1, n, n)):
+                raise ExerciseFailed(
+                    f"causal_mask({n}) has shape {got}, with extra axes of size 1; return the (n, n) mask itself "
+                    "(it broadcasts over batch and heads where it is used)"
+                )
+        expect_shape(mask, (n, n), f"causal_mask({n})")
+        first_shape = got
+        if mask.dtype != torch.bool:
+            if mask.is_floating_point() and (torch.isinf(mask).any() or bool((mask <= -1e4).any())):
+                raise ExerciseFailed(
+                    f"causal_mask({n}) is an additive float mask (0 and -inf, or a large negative number); return the "
+                    "boolean form, True = may attend: torch.ones(n, n, dtype=torch.bool).tril()"
+                )
+            if set(mask.unique().tolist()) <= {0, 1}:
+                raise ExerciseFailed(
+                    f"causal_mask({n}) holds 0s and 1s of dtype {mask.dtype}; return a boolean tensor (torch.bool): "
+                    "masked_fill(~mask, ...) needs booleans (~ refuses a float mask and flips every bit of an integer "
+                    "one: 1 becomes -2), so add .bool() or build it with dtype=torch.bool"
                 )
             raise ExerciseFailed(
                 f"causal_mask({n}) has dtype {mask.dtype}; return a boolean tensor (torch.bool), True = may attend"
@@ -317,17 +406,23 @@ def _mha_variant(
         key = query
     if mistake == "kv_swapped":
         key, value = value, key
-    q, k, v = split(module.w_q(query), n), split(module.w_k(key), key.shape[1]), split(module.w_v(value), value.shape[1])
+    if mistake == "values_from_key":
+        value = key
+    w_q, w_k = (module.w_k, module.w_q) if mistake == "w_q_w_k_swapped" else (module.w_q, module.w_k)
+    q, k, v = split(w_q(query), n), split(w_k(key), key.shape[1]), split(module.w_v(value), value.shape[1])
     if k.shape[-2] != v.shape[-2]:
         return None, None
-    scale = {"no_scale": 1.0, "sqrt_d_model": math.sqrt(d), "d_k": d_k}.get(mistake, math.sqrt(d_k))
+    scale = {"no_scale": 1.0, "sqrt_d_model": math.sqrt(d), "d_k": d_k, "sqrt_heads": math.sqrt(heads), "half_d_k": d_k / 2}.get(
+        mistake, math.sqrt(d_k)
+    )
     scores = q @ k.transpose(-2, -1) / scale
     if mask is not None and mistake != "mask_ignored":
-        scores = scores.masked_fill(
-            mask if mistake == "mask_inverted" else ~mask, 0.0 if mistake == "mask_zero" else float("-inf")
-        )
-    weights = torch.softmax(scores, -2 if mistake == "softmax_queries" else -1)
+        m = mask.unsqueeze(1) if mistake == "mask_unsqueezed" else mask
+        scores = scores.masked_fill(m if mistake == "mask_inverted" else ~m, 0.0 if mistake == "mask_zero" else float("-inf"))
+    weights = torch.softmax(scores, {"softmax_queries": -2, "softmax_heads": 1}.get(mistake, -1))
     out = weights @ v
+    if mistake == "heads_reversed":
+        out = out.flip(1)
     if mistake == "no_transpose_merge":
         merged = out.reshape(b, n, d)
     else:
@@ -352,6 +447,16 @@ _MHA_MISTAKES = {
     "scores.masked_fill(~mask, float('-inf'))",
     "keys_from_query": "the keys are computed from `query`; they come from `key`: k = self.w_k(key)",
     "kv_swapped": "key and value are swapped: the keys are self.w_k(key), the values self.w_v(value)",
+    "half_d_k": _HALF_D_K,
+    "values_from_key": "the values are computed from `key`; they come from `value`: v = self.w_v(value)",
+    "w_q_w_k_swapped": "w_q and w_k are swapped: the queries are self.w_q(query), the keys self.w_k(key)",
+    "sqrt_heads": "the scores are divided by sqrt(num_heads); each head's scale is 1/sqrt(d_k) with d_k = d_model / num_heads",
+    "softmax_heads": "softmax over the heads axis (dim=1); each query's weights over the keys (the last axis, dim=-1) "
+    "must sum to 1",
+    "heads_reversed": "the heads are merged in reverse order: token t must get heads 0, 1, ... side by side, "
+    "out.transpose(1, 2).reshape(batch, n, d_model)",
+    "mask_unsqueezed": "the mask got an extra axis (mask.unsqueeze(1)), which lines its rows up with the heads; an (n, m) "
+    "mask already broadcasts over batch and heads: use it as it is",
 }
 
 _MHA_DROPOUT_HINT = (
@@ -365,7 +470,7 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     """Check a ``MultiHeadAttention(d_model, num_heads)`` class against ``nn.MultiheadAttention`` with copied weights."""
     if is_unattempted(MultiHeadAttention):
         raise NotAttempted("MultiHeadAttention is still `...`")
-    d_model, heads = 12, 3
+    d_model, heads = 18, 3  # d_k = 6: sqrt(d_k), d_k / 2, sqrt(d_model) and sqrt(num_heads) all differ
     module = call(MultiHeadAttention, d_model, heads, what=f"d_model={d_model}, num_heads={heads}")
     if not isinstance(module, nn.Module):
         raise ExerciseFailed(f"MultiHeadAttention({d_model}, {heads}) should be an nn.Module, got {type(module).__name__}")
@@ -390,19 +495,19 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
     values = torch.randn(2, 4, d_model, dtype=torch.float64)
     causal = torch.ones(3, 3, dtype=torch.bool).tril()
     cases = [
-        ("cross-attention: query (2, 3, 12), key = value (2, 4, 12), no mask", query, memory, memory, None, torch.float64),
+        ("cross-attention: query (2, 3, 18), key = value (2, 4, 18), no mask", query, memory, memory, None, torch.float64),
         (
-            "cross-attention: query (2, 3, 12), key (2, 4, 12) and a different value (2, 4, 12)",
+            "cross-attention: query (2, 3, 18), key (2, 4, 18) and a different value (2, 4, 18)",
             query,
             memory,
             values,
             None,
             torch.float64,
         ),
-        ("self-attention: x (2, 3, 12) with a causal mask (3, 3)", query, query, query, causal, torch.float64),
+        ("self-attention: x (2, 3, 18) with a causal mask (3, 3)", query, query, query, causal, torch.float64),
         # scores of several hundred: a naive exp(s) / sum(exp(s)) overflows float32 (above 88)
         (
-            "float32 self-attention: x (2, 3, 12) * 40 (scores of several hundred) with a causal mask (3, 3)",
+            "float32 self-attention: x (2, 3, 18) * 40 (scores of several hundred) with a causal mask (3, 3)",
             query.float() * 40,
             query.float() * 40,
             query.float() * 40,
@@ -435,8 +540,14 @@ def check_multi_head_attention(MultiHeadAttention) -> None:
             want_out, want_w = ref(q_in, k_in, v_in, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
             weights = expect_tensor(weights, "weights")
             if weights.shape == want_w.mean(1).shape:
+                which = (
+                    "averaged over heads"
+                    if torch.allclose(weights.double(), want_w.double().mean(1), atol=1e-4)
+                    else "one matrix per batch element, not one per head (a single head's weights?)"
+                )
                 raise ExerciseFailed(
-                    f"with {label}: weights have shape {tuple(weights.shape)}, averaged over heads; return per-head weights (batch, heads, n, m) = {tuple(want_w.shape)}"
+                    f"with {label}: weights have shape {tuple(weights.shape)}, {which}; return the per-head weights "
+                    f"(batch, heads, n, m) = {tuple(want_w.shape)}"
                 )
             variants = {msg: _mha_variant(module, heads, q_in, k_in, v_in, mask, key) for key, msg in _MHA_MISTAKES.items()}
             atol, rtol = _tolerance(dtype)

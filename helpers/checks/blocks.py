@@ -87,6 +87,10 @@ def _encoder_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> di
             x + ff(h)
         ),
         "the feed-forward network reads the block's input x instead of the attention sub-layer's output h": n2(h + ff(x)),
+        "the first layer norm (norm1) is missing: h = norm1(x + self_attn(x)), then norm2(h + ff(h))": (lambda p: n2(p + ff(p)))(
+            x + sa(x)
+        ),
+        _EXTRA_RELU: n2(h + F.relu(ff(h))),
         "the sub-layers are in the wrong order: self-attention comes first, then the feed-forward network": (
             lambda p: n2(p + sa(p))
         )(n1(x + ff(x))),
@@ -147,6 +151,11 @@ def _pre_ln_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> dic
             x + sa(n2(x))
         ),
         "the feed-forward network reads the un-normalised x: x + ff(norm2(x))": p + ff(p),
+        "the feed-forward residual adds the block's input x; add the updated x (after the attention residual): "
+        "y = x + self_attn(norm1(x)), then y + ff(norm2(y))": x + ff(n2(p)),
+        "the residual around the feed-forward network adds norm2(x); add the un-normalised x: x + ff(norm2(x))": n2(p)
+        + ff(n2(p)),
+        _EXTRA_RELU: p + F.relu(ff(n2(p))),
         "self-attention reads the un-normalised x: x + self_attn(norm1(x))": tail(x + sa(x)),
         "the queries are normalised but the keys and values read the raw x; normalise once, h = norm1(x), "
         "then block.self_attn(h, h, h, mask)": tail(x + _attn(block.self_attn, n1(x), x, mask)),
@@ -174,6 +183,29 @@ def _pre_ln_mistakes(block: EncoderBlock, x: Tensor, mask: Tensor | None) -> dic
             tail(x + sa(n1(x), ~mask, True))
         )
     return wrong
+
+
+_EXTRA_RELU = (
+    "an extra ReLU is applied to the feed-forward network's output: block.ff(h) already holds its activation between its "
+    "two linear layers, and its output goes into the residual as it is"
+)
+
+
+def _attention_call_hint(message: str) -> str:
+    """A hint for the usual slips in calling the block's attention modules (an empty string if none applies)."""
+    if "required positional arguments" in message and "'key'" in message:
+        return ". The attention modules take query, key and value: self-attention passes the same tensor three times, block.self_attn(x, x, x, mask)"
+    if "unexpected keyword argument" in message:
+        return (
+            ". This course's attention modules take the boolean mask (True = may attend) as their fourth argument: "
+            "block.self_attn(x, x, x, mask)"
+        )
+    if "must match the size of tensor" in message:
+        return (
+            ". If you took block.self_attn(...)[1]: that is the attention weights, (batch, heads, n, m); the output is "
+            "[0] (out, _ = block.self_attn(...))"
+        )
+    return ""
 
 
 def _batch_norm(h: Tensor) -> Tensor:
@@ -223,7 +255,15 @@ def _check_encoder(fn, norm_first: bool, activation: str, name: str) -> None:
             args = (block, x.clone()) if mask is None else (block, x.clone(), mask.clone())  # clones: in-place edits stay local
             what = f"x of shape (2, 5, {D_MODEL}) and {label}"
             with forbid_forward(block, shortcut):
-                out = call(fn, *args, what=what, inplace_ok=True)
+                try:
+                    out = call(fn, *args, what=what, inplace_ok=True)
+                except ShortcutUsed:
+                    raise
+                except ExerciseFailed as err:
+                    hint = _attention_call_hint(str(err))
+                    if hint:
+                        raise ExerciseFailed(f"{str(err).rstrip('.')}{hint}") from None
+                    raise
                 out = expect_tensor(out, "the output")
                 again = call(
                     fn, *((block, x.clone()) if mask is None else (block, x.clone(), mask.clone())), what=what, inplace_ok=True
@@ -313,6 +353,13 @@ def _decoder_mistakes(block: DecoderBlock, x: Tensor, memory: Tensor, mask: Tens
             h2 + _ff_linear(block, h2)
         ),
         "the final layer norm (norm3) is missing": h2 + ff(h2),
+        "the cross-attention residual adds the block's input x; add the self-attention sub-layer's output h: "
+        "norm2(h + cross_attn(h, memory))": tail(n2(x + ca(h1))),
+        "the feed-forward residual adds the self-attention sub-layer's output; add the cross-attention sub-layer's "
+        "output h, which the feed-forward network reads: norm3(h + ff(h))": n3(h1 + ff(h2)),
+        "the feed-forward network reads the self-attention sub-layer's output; it reads the cross-attention sub-layer's "
+        "output h: norm3(h + ff(h))": n3(h2 + ff(h1)),
+        _EXTRA_RELU: n3(h2 + F.relu(ff(h2))),
         "the residual connection around the feed-forward network is missing: norm3(h + ff(h))": n3(ff(h2)),
         "the feed-forward network uses GELU; this block's activation is ReLU (the original paper): use block.ff(h), which applies it": n3(
             h2 + block.ff.linear2(F.gelu(block.ff.linear1(h2)))
@@ -363,12 +410,15 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
             except ShortcutUsed:
                 raise
             except ExerciseFailed as err:
+                if "required positional arguments" in str(err) or "unexpected keyword argument" in str(err):
+                    raise ExerciseFailed(f"{str(err).rstrip('.')}{_attention_call_hint(str(err))}") from None
                 if any(word in str(err) for word in ("size", "shape", "match")):
                     raise ExerciseFailed(
                         f"{err}. Here the target has {n} tokens and memory {m}. If you passed tgt_mask to the "
                         f"cross-attention: it is ({n}, {n}), but the cross-attention scores are ({n}, {m}); tgt_mask "
                         "belongs to the masked self-attention only. If the keys or values of the cross-attention "
-                        "come from the decoder state: both come from memory, block.cross_attn(h, memory, memory)"
+                        "come from the decoder state: both come from memory, block.cross_attn(h, memory, memory). "
+                        "If you took an attention module's [1]: that is its weights; the output is [0]"
                     ) from None
                 raise
 

@@ -131,7 +131,7 @@ def check_projections(project) -> None:
 _SCORES_HINT = (
     "the score of query i and key j is the dot product of row i of Q and row j of K, so the matrix is "
     "Q @ K^T: (n, d_k) @ (d_k, m) -> (n, m). Transpose K with K.swapaxes(-2, -1), which works for numpy and torch "
-    "and for batches (.T reverses *all* axes of a 3-D array)"
+    "and for batches (.T reverses *all* axes of a 3-D array, and K.transpose(0, 1) swaps the batch axis with the keys)"
 )
 
 
@@ -145,11 +145,18 @@ def _score_mistakes(Q: Tensor, K: Tensor, scale: bool) -> dict[str, Tensor]:
         "the scores are multiplied by sqrt(d_k); divide by it": raw * math.sqrt(d_k),
         "the scores are divided by the square root of the number of keys; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw
         / math.sqrt(m),
-        "the scores are divided by the square root of the number of queries; the scale is 1/sqrt(d_k), d_k = Q.shape[-1]": raw
-        / math.sqrt(n),
+        "the scores are divided by the square root of the number of queries; the scale is 1/sqrt(d_k), d_k = Q.shape[-1] "
+        "(for a batch Q (batch, n, d_k), Q.shape[1] and len(Q[0]) count the queries; count from the end)": raw / math.sqrt(n),
+        "the scores are divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; "
+        "write d_k ** 0.5 or math.sqrt(d_k)": raw / (d_k / 2),
         "softmax was applied: this function returns the scores, before softmax": torch.softmax(right, -1),
         "softmax (over the keys) of the scores was applied: return the scores themselves": torch.softmax(raw, -1),
     }
+    if Q.dim() == 3:
+        mistakes[
+            "the scores are divided by the square root of the batch size, Q.shape[0]; the scale is 1/sqrt(d_k) with "
+            "d_k = Q.shape[-1], the last axis (counting from the end works for a matrix and a batch alike)"
+        ] = raw / math.sqrt(Q.shape[0])
     if scale:
         mistakes["with scale=True the scores are not divided by sqrt(d_k) (the missing 1/sqrt(d_k) scale)"] = raw
     else:
@@ -162,7 +169,7 @@ def _score_mistakes(Q: Tensor, K: Tensor, scale: bool) -> dict[str, Tensor]:
 @exercise("the score matrix")
 def check_scores(scores_fn) -> None:
     """Check ``scores_fn(Q, K, scale=True)``: ``Q @ K^T``, divided by ``sqrt(d_k)`` when ``scale``."""
-    n, m, d_k = 3, 5, 4
+    n, m, d_k = 3, 5, 6  # d_k / 2 != sqrt(d_k) != sqrt(n) != sqrt(m): each wrong scale shows
     Q2, K2 = torch.randn(n, d_k, dtype=torch.float64), torch.randn(m, d_k, dtype=torch.float64)
     Qb, Kb = torch.randn(2, n, d_k, dtype=torch.float64), torch.randn(2, m, d_k, dtype=torch.float64)
     cases = [
@@ -207,7 +214,13 @@ def _flawed_facts() -> dict[str, Any]:
     e = np.exp(S_hand - S_hand.max(1, keepdims=True))
     soft = e / e.sum(1, keepdims=True)
     dropped = float(soft[W_hand == 0].max())
+    raw = Q @ K.T
+    right_scores = {
+        "the correct scores Q @ K^T / sqrt(d_k)": raw / math.sqrt(Q.shape[1]),
+        "the correct unscaled scores Q @ K^T": raw,
+    }
     return {
+        "right_scores": right_scores,
         "q_entry": q_entry,
         "k_row": k_row,
         "scale_used": scale_used,
@@ -217,6 +230,19 @@ def _flawed_facts() -> dict[str, Any]:
         "soft": soft,
         "hand_weights": W_hand,
     }
+
+
+def _largest_dropped(scores: np.ndarray, hand_weights: np.ndarray) -> float:
+    """The largest softmax weight of ``scores`` where the hand solution wrote 0."""
+    e = np.exp(scores - scores.max(1, keepdims=True))
+    return float((e / e.sum(1, keepdims=True))[hand_weights == 0].max())
+
+
+def _is_boolean_mask(answer: object) -> bool:
+    """A numpy or torch array of booleans (a comparison's result) given where an index belongs."""
+    if isinstance(answer, np.ndarray):
+        return answer.dtype == bool and answer.size > 1
+    return isinstance(answer, Tensor) and answer.dtype == torch.bool and answer.numel() > 1
 
 
 def _plain(answer: object) -> object:
@@ -257,7 +283,23 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
     facts = _flawed_facts()
     require_attempt(slipped_q_entry, "slipped_q_entry")
     require_attempt(miscopied_k_row, "miscopied_k_row")
+    if _is_boolean_mask(slipped_q_entry):
+        raise ExerciseFailed(
+            "slipped_q_entry is a boolean mask of the entries (what ~np.isclose(...) gives), not an index: give the "
+            "(row, column) of its True entry, e.g. tuple(np.argwhere(mask)[0]) (np.argwhere(mask) itself is accepted)"
+        )
+    if _is_boolean_mask(miscopied_k_row):
+        raise ExerciseFailed(
+            "miscopied_k_row is a boolean mask of the rows, not a row number: give the index of its True entry, "
+            "e.g. int(np.flatnonzero(mask)[0]) (np.argwhere(mask) itself is accepted)"
+        )
     slipped_q_entry, miscopied_k_row = _index(slipped_q_entry), _index(miscopied_k_row)
+    if isinstance(slipped_q_entry, int) and not isinstance(slipped_q_entry, bool):
+        raise ExerciseFailed(
+            f"slipped_q_entry is the single number {slipped_q_entry}: a flat index (np.argmax or np.flatnonzero count "
+            "the entries row after row) does not say the row and the column; give the pair (row, column), e.g. "
+            "np.unravel_index(i, Q.shape) or tuple(np.argwhere(...)[0])"
+        )
     output_shape = _plain(output_shape)
     if isinstance(miscopied_k_row, tuple) and len(miscopied_k_row) == 1:
         miscopied_k_row = miscopied_k_row[0]
@@ -299,6 +341,11 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
     )
     require_attempt(scale_used, "scale_used")
     sqrt_dk = math.sqrt(facts["d_k"])
+    if isinstance(scale_used, (np.ndarray, Tensor, list, tuple)) and np.size(np.asarray(scale_used, dtype=object)) > 1:
+        raise ExerciseFailed(
+            "scale_used holds one ratio per entry; give one number: the ratios are all the same (apart from the 0 / 0 "
+            "entry, which is nan), so reduce them, e.g. float(np.median(ratios[scores_hand != 0]))"
+        )
     try:
         value = float(scale_used)
     except (TypeError, ValueError):
@@ -333,6 +380,17 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
             raise ExerciseFailed(
                 "largest_dropped_weight: that is the sum of all the weights set to 0; give the largest single one"
             )
+        for name, right_scores in facts["right_scores"].items():
+            if math.isclose(dropped, _largest_dropped(right_scores, facts["hand_weights"]), abs_tol=5e-5):
+                raise ExerciseFailed(
+                    f"largest_dropped_weight: that comes from {name}; the question is what the hand solution threw away, "
+                    "so apply softmax to its own scores_hand, as written, and look where its weights are 0"
+                )
+        if math.isclose(dropped, facts["dropped"], abs_tol=5e-3):
+            raise ExerciseFailed(
+                f"largest_dropped_weight: {dropped!r} is rounded too coarsely (the check accepts a difference of 5e-5): "
+                "give the value your code computes, or at least 4 decimals"
+            )
         raise ExerciseFailed(
             f"largest_dropped_weight: {dropped:.4f} is not right; apply softmax to each row of the hand scores "
             "(as written) and take the largest value where the hand weights are 0"
@@ -346,6 +404,8 @@ def check_spot_the_mistakes(slipped_q_entry, miscopied_k_row, scale_used, larges
                 facts["shape"][1],
             ): "that is the shape of the hand solution's single vector; every query (token) gets its own output row",
             tuple(reversed(facts["shape"])): "rows are tokens: (number of queries, d_v)",
+            (facts["shape"][0], facts["shape"][0]): "that is the shape of the attention weights (one row per query, one "
+            "column per key); the output multiplies them by V: (queries, keys) @ (keys, d_v)",
             (facts["shape"][0],): "each output row is a vector of size d_v, not a number",
         },
     )

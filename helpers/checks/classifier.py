@@ -9,6 +9,7 @@ and names the typical mistakes.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +61,38 @@ def _patch_mistakes(x: Tensor, proj: nn.Linear, p: int, s: int) -> dict[str, Ten
     }
 
 
+def _patch_error_hint(message: str, batch: int, length: int, p: int, s: int) -> str:
+    """Why a patch embedding crashed, read off PyTorch's message (an empty string if nothing to say)."""
+    found = re.search(r"cannot be multiplied \((\d+)x(\d+) and", message)
+    if found:
+        width = int(found.group(2))
+        if width == length:
+            return (
+                f"self.proj was applied to the whole signal of {length} samples; cut it into windows first, "
+                f"patches = x.unfold(1, patch_size, stride), then self.proj(patches) maps each window of {p} samples"
+            )
+        if width == s:
+            return (
+                f"The windows have {s} samples, the stride, not patch_size = {p}: x.unfold(1, size, step) takes the "
+                "window size first and the step second"
+            )
+        return (
+            f"The windows have {width} samples but this PatchEmbedding has patch_size = {p} (stride {s}): use "
+            "self.patch_size and self.stride, not the sizes of the notebook's model"
+        )
+    if "maximum size for tensor at dimension 0" in message:
+        return (
+            f"x.unfold(0, ...) cuts along the batch axis (size {batch}); the signal runs along axis 1: "
+            "x.unfold(1, self.patch_size, self.stride)"
+        )
+    if "stack expects each tensor to be equal size" in message:
+        return (
+            f"The windows at the end are shorter than patch_size: the last window starts at length - patch_size, so "
+            f"the starts are 0, stride, ..., up to {length} - {p} (range(0, length - patch_size + 1, stride))"
+        )
+    return ""
+
+
 @exercise("patch embedding")
 def check_patch_embedding(PatchEmbedding) -> None:
     """Check ``PatchEmbedding(patch_size, stride, d_model)``: ``(batch, length) -> (batch, num_patches, d_model)``."""
@@ -83,11 +116,9 @@ def check_patch_embedding(PatchEmbedding) -> None:
             try:
                 out = call(module, x.clone(), what=f"x of shape ({batch}, {length})")
             except ExerciseFailed as err:
-                if "cannot be multiplied" in str(err):
-                    raise ExerciseFailed(
-                        f"{err}. The patches do not have patch_size = {p} samples: x.unfold(1, size, step) takes "
-                        "the window size first and the step second"
-                    ) from None
+                hint = _patch_error_hint(str(err), batch, length, p, s)
+                if hint:
+                    raise ExerciseFailed(f"{str(err).rstrip('.')}. {hint}") from None
                 raise
             expected = _patch_reference(x, proj, p, s)
             expect_close(
@@ -174,7 +205,35 @@ def _forward_mistakes(model: TransformerClassifier, x: Tensor) -> dict[str, Tens
         "model.norm is applied to the tokens before the blocks; it belongs after them": model.head(
             blocks(model.norm(tokens))[:, 0]
         ),
+        "the position embeddings were added before prepending the class token (rows 1.. to the patches, none to the "
+        "class token); model.pos_embed has a row for the class token: concatenate first, then add": head(
+            blocks(torch.cat([cls, patches + model.pos_embed[:, 1:]], 1))
+        ),
+        "the position embeddings were added before prepending the class token (its first rows to the patches); "
+        "model.pos_embed has a row for the class token, row 0: concatenate first, then add": head(
+            blocks(torch.cat([cls, patches + model.pos_embed[:, : patches.shape[1]]], 1))
+        ),
     }
+
+
+def _forward_error_hint(message: str, model: TransformerClassifier) -> str:
+    """Why a classifier forward pass crashed, read off the error (an empty string if nothing to say)."""
+    if "Sizes of tensors must match except in dimension" in message:
+        return (
+            "model.cls_token is (1, 1, d_model): expand it to the batch, model.cls_token.expand(batch, -1, -1), and "
+            "concatenate along the tokens axis, torch.cat([cls, h], dim=1)"
+        )
+    if "NoneType" in message and model.cls_token is None:
+        return (
+            "With pooling='mean' the model has no class token (model.cls_token is None): prepend it only when "
+            "model.pooling == 'cls', and average the tokens otherwise"
+        )
+    if "must match the size of tensor b" in message and model.cls_token is not None:
+        return (
+            f"model.pos_embed has one row per token including the class token, {tuple(model.pos_embed.shape)}: prepend "
+            "the class token first, then add the position embeddings to all the tokens"
+        )
+    return ""
 
 
 _SHORTCUT = (
@@ -200,7 +259,13 @@ def check_classifier_forward(classifier_forward) -> None:
 
     def student(m: TransformerClassifier, x_in: Tensor, what: str) -> object:
         with forbid_forward(m, _SHORTCUT):
-            return call(classifier_forward, m, x_in.clone(), what=what)
+            try:
+                return call(classifier_forward, m, x_in.clone(), what=what)
+            except ExerciseFailed as err:
+                hint = _forward_error_hint(str(err), m)
+                if hint:
+                    raise ExerciseFailed(f"{str(err).rstrip('.')}. {hint}") from None
+                raise
 
     with torch.no_grad():
         what = "a TransformerClassifier (patch 5, stride 3, 12 features, 2 blocks) and x (2, 20)"
@@ -235,6 +300,14 @@ def check_classifier_forward(classifier_forward) -> None:
             "with pooling='mean' (model.pooling) the tokens are averaged, h.mean(dim=1), not read from position 0": mean_model.head(
                 mean_model.norm(h)[:, 0]
             ),
+            "the tokens are averaged over the batch axis (dim=0); average each sequence over its tokens, h.mean(dim=1)": (
+                mean_model.head(mean_model.norm(h).mean(0))
+            ),
+            "model.norm is applied after averaging the tokens; it normalises each token, before the pooling: "
+            "model.head(model.norm(h).mean(dim=1))": mean_model.head(mean_model.norm(h.mean(1))),
+            "the tokens are summed; with pooling='mean' they are averaged, h.mean(dim=1)": mean_model.head(
+                mean_model.norm(h).sum(1)
+            ),
         }
         expect_close(out_mean, mean_model(x3), "the logits with pooling='mean'", atol=1e-9, rtol=1e-7, mistakes=mean_mistakes)
 
@@ -262,6 +335,10 @@ def _variant(kind: str):
             loss = F.nll_loss(logits, y)
         elif kind == "sum":
             loss = F.cross_entropy(logits, y, reduction="sum")
+        elif kind == "nll_softmax":
+            loss = F.nll_loss(torch.softmax(logits, -1), y)
+        elif kind == "divided":
+            loss = F.cross_entropy(logits, y) / len(y)
         elif kind == "mse":
             loss = F.mse_loss(torch.softmax(logits, -1), F.one_hot(y, logits.shape[-1]).to(logits.dtype))
         else:
@@ -287,7 +364,20 @@ _VARIANTS = {
     "sum": "the loss is summed over the batch; F.cross_entropy's default (the mean) keeps the step size independent of the batch size",
     "mse": "that is a squared error on the probabilities; the classifier is trained with F.cross_entropy(logits, y)",
     "eval": "the model was left in eval mode (dropout off): call model.train() first, since fit() evaluates the model after each epoch",
+    "nll_softmax": "F.nll_loss on softmax probabilities is not cross-entropy: nll_loss expects log-probabilities "
+    "(log_softmax); simply use F.cross_entropy(logits, y) on the raw logits",
+    "divided": "the loss is divided by the batch size, but F.cross_entropy already averages over the batch "
+    "(reduction='mean'): use it as it is",
 }
+
+
+def _step_error_hint(message: str) -> str:
+    """Why a training step crashed, read off the error (an empty string if nothing to say)."""
+    if "not implemented for 'Long'" in message or "Expected floating point type for target" in message:
+        return "F.cross_entropy takes the logits first and the class labels second: F.cross_entropy(model(x), y)"
+    if "expected scalar type Long" in message or "expected target dtype" in message:
+        return "the labels y are class indices (integers): pass them to F.cross_entropy as they are, without .float()"
+    return ""
 
 
 def _has_grads(model: nn.Module) -> bool:
@@ -330,7 +420,13 @@ def check_train_step(train_step) -> None:
     require_attempt(train_step, "train_step")
     start = _step_model()
     batches = [(torch.randn(5, 6, dtype=torch.float64), torch.randint(0, 3, (5,))) for _ in range(2)]
-    losses, student_model = _run(train_step, copy.deepcopy(start), batches, seed=7, student=True)
+    try:
+        losses, student_model = _run(train_step, copy.deepcopy(start), batches, seed=7, student=True)
+    except ExerciseFailed as err:
+        hint = _step_error_hint(str(err))
+        if hint:
+            raise ExerciseFailed(f"{str(err).rstrip('.')}. {hint}") from None
+        raise
     outcomes = {kind: _run(_variant(kind), copy.deepcopy(start), batches, seed=7, student=False) for kind in _VARIANTS}
     ref_losses, ref_model = outcomes["reference"]
 

@@ -70,6 +70,10 @@ def _mistakes(q: Tensor, k: Tensor, heads: int) -> dict[str, Tensor | None]:
         / math.sqrt(d_model),
         "divided by d_k instead of sqrt(d_k)": raw / d_k,
         "multiplied by sqrt(d_k) instead of dividing": raw * math.sqrt(d_k),
+        "divided by sqrt(num_heads): each head's dot products have d_k = d_model / num_heads terms, divide by sqrt(d_k)": raw
+        / math.sqrt(heads),
+        "divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; write d_k ** 0.5 or math.sqrt(d_k)": raw
+        / (d_k / 2),
         "you returned the attention weights (a softmax was applied); return the scaled scores, before any softmax": torch.softmax(
             raw / math.sqrt(d_k), dim=-1
         ),
@@ -103,7 +107,21 @@ def check_head_scores(head_scores) -> None:
         k = torch.randn(batch, m, d_model, dtype=dtype)
         label = f"queries of shape {(batch, n, d_model)}, keys of shape {(batch, m, d_model)} and num_heads={heads}"
         name = f"head_scores on {label}"
-        out = expect_tensor(call(head_scores, q, k, heads, what=label), f"head_scores(queries, keys, {heads})")
+        try:
+            out = expect_tensor(call(head_scores, q, k, heads, what=label), f"head_scores(queries, keys, {heads})")
+        except ExerciseFailed as err:
+            message = str(err)
+            if "unflatten" in message and "dim 1 " in message:
+                raise ExerciseFailed(
+                    f"{message.split('. The sizes asked for')[0]}. unflatten(1, ...) splits the tokens axis; split the "
+                    "features, the last axis: queries.unflatten(-1, (num_heads, d_k))"
+                ) from None
+            if "batch2 tensor" in message or "cannot be multiplied" in message:
+                raise ExerciseFailed(
+                    f"{message}. Within each head the scores are q @ k^T: (n, d_k) @ (d_k, m); transpose the keys' last "
+                    "two axes, k.transpose(-2, -1), after splitting the heads"
+                ) from None
+            raise
         expected = _scores(q.double(), k.double(), heads)
         got = tuple(out.shape)
         if got != tuple(expected.shape):
@@ -119,11 +137,13 @@ def check_head_scores(head_scores) -> None:
         expect_close(out, expected, name, atol=tol, rtol=tol, mistakes=_mistakes(q.double(), k.double(), heads))
 
 
-def _columns(x, w_q, w_k, w_v, w_o, heads, *, dim=0, scale=None, order="kq", use_wo="wo", rows="block", values="v", keys="k"):
+def _columns(
+    x, w_q, w_k, w_v, w_o, heads, *, dim=0, scale=None, order="kq", use_wo="wo", rows="block", values="v", keys="k", softmax=True
+):
     """Multi-head self-attention in the numerator (column) layout, with knobs that reproduce typical mistakes."""
     d_model = x.shape[0]
     d_k = d_model // heads
-    scale = 1 / math.sqrt(d_k) if scale is None else 1 / math.sqrt(d_model) if scale == "d_model" else scale
+    scale = {None: 1 / math.sqrt(d_k), "d_model": 1 / math.sqrt(d_model), "d_k": 1 / d_k, "half_d_k": 2 / d_k}.get(scale, scale)
     w_keys = {"k": w_k, "q": w_q}[keys]
     w_values = {"v": w_v, "k": w_k}[values]
     stacked = []
@@ -131,7 +151,7 @@ def _columns(x, w_q, w_k, w_v, w_o, heads, *, dim=0, scale=None, order="kq", use
         r = slice(i * d_k, (i + 1) * d_k) if rows == "block" else slice(i, d_model, heads)
         q_i, k_i, v_i = w_q[r] @ x, w_keys[r] @ x, w_values[r] @ x  # (d_k, n) each
         scores = k_i.T @ q_i if order == "kq" else q_i.T @ k_i  # (n, n)
-        stacked.append(v_i @ torch.softmax(scale * scores, dim=dim))  # (d_k, n)
+        stacked.append(v_i @ (torch.softmax(scale * scores, dim=dim) if softmax else scale * scores))  # (d_k, n)
     h = torch.cat(stacked, dim=0)  # (h * d_k, n)
     return {"wo": w_o @ h, "none": h, "wo_t": w_o.T @ h}[use_wo]
 
@@ -150,7 +170,7 @@ def _torch_columns(x: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor
 @exercise("multi-head attention in the numerator layout")
 def check_multi_head_columns(multi_head_columns) -> None:
     """Check ``multi_head_columns(X, W_q, W_k, W_v, W_o, num_heads)`` -> ``H`` ``(d_model, n)``, tokens as columns."""
-    for d_model, heads, n in ((12, 3, 5), (8, 2, 4), (20, 4, 3)):
+    for d_model, heads, n in ((18, 3, 5), (12, 2, 4), (20, 4, 3)):  # d_k = 6, 6, 5: d_k / 2 != sqrt(d_k)
         d_k = d_model // heads
         x = torch.randn(d_model, n, dtype=torch.float64)
         w_q, w_k, w_v, w_o = (torch.randn(d_model, d_model, dtype=torch.float64) / math.sqrt(d_model) for _ in range(4))
@@ -158,7 +178,21 @@ def check_multi_head_columns(multi_head_columns) -> None:
         args = (x, w_q, w_k, w_v, w_o)
         label = f"X of shape {(d_model, n)}, four ({d_model}, {d_model}) weights and num_heads={heads}"
         name = f"multi_head_columns on {label}"
-        out = expect_tensor(call(multi_head_columns, *args, heads, what=label), "H")
+        try:
+            out = expect_tensor(call(multi_head_columns, *args, heads, what=label), "H")
+        except ExerciseFailed as err:
+            message = str(err)
+            if "batch2 tensor" in message:
+                raise ExerciseFailed(
+                    f"{message}. torch.stack puts the heads on a new axis; W_o multiplies their concatenation, "
+                    "torch.cat(heads, dim=0), a (d_model, n) matrix with one block of d_k rows per head"
+                ) from None
+            if "cannot be multiplied" in message:
+                raise ExerciseFailed(
+                    f"{message}. Head i's matrices are blocks of d_k consecutive *rows*, W_q[i * d_k:(i + 1) * d_k] "
+                    "(shape (d_k, d_model), so that W_q[rows] @ X works), not columns W_q[:, ...]"
+                ) from None
+            raise
         expected = _torch_columns(*args, heads)
         got = tuple(out.shape)
         if got != (d_model, n):
@@ -197,5 +231,9 @@ def check_multi_head_columns(multi_head_columns) -> None:
             ),
             "the values were computed with W_k: V_i = W^V_i X": _columns(*args, heads, values="k"),
             "the keys were computed with W_q: K_i = W^K_i X": _columns(*args, heads, keys="q"),
+            "the softmax is missing: A_i = softargmax(K_i^T Q_i / sqrt(d_k)) over dim 0": _columns(*args, heads, softmax=False),
+            "divided by d_k instead of sqrt(d_k)": _columns(*args, heads, scale="d_k"),
+            "divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; write d_k ** 0.5 or "
+            "math.sqrt(d_k)": _columns(*args, heads, scale="half_d_k"),
         }
         expect_close(out, expected, name, atol=1e-10, rtol=1e-10, mistakes=mistakes)

@@ -112,7 +112,10 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
     if got == (batch, n, d_k, heads):
         return "the shape (batch, n, d_k, heads) puts heads last: view as (batch, n, heads, d_k), then transpose(1, 2)"
     if got == (batch, heads, d_k, n):
-        return "the last two axes are swapped: the result should be (batch, heads, n, d_k), tokens before features"
+        return (
+            "the last two axes are swapped: the result should be (batch, heads, n, d_k), tokens before features "
+            "(transposing x to (batch, d_model, n) before splitting gives this too: split first, then transpose(1, 2))"
+        )
     if got == (batch, d_k, n, heads):
         return "heads and d_k are swapped: the number of heads is `num_heads` and d_k = d_model // num_heads"
     if got == (batch * heads, n, d_k):
@@ -122,6 +125,11 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
         )
     if got == (batch, n, heads * d_k):
         return "the result still has the shape (batch, n, d_model): nothing was split"
+    if got == (batch, heads, n // heads, heads * d_k) and n % heads == 0:
+        return (
+            "the tokens axis (1) was split into heads; split the features, the last axis: "
+            "x.unflatten(-1, (num_heads, d_k)) or x.view(batch, n, num_heads, d_k), then transpose(1, 2)"
+        )
     if len(got) == 4 and got[0] == batch and got[1] != heads and got[1] * got[3] == heads * d_k:
         return f"axis 1 has {got[1]} heads but num_heads is {heads}: use the num_heads argument, do not hard-code it"
     if len(got) == 4 and got[0] != batch:
@@ -136,7 +144,21 @@ def check_split_heads(split_heads) -> None:
         d_k = d_model // heads
         x = torch.randn(batch, n, d_model, dtype=torch.float64)
         label = f"x of shape {(batch, n, d_model)} and num_heads={heads}"
-        out = expect_tensor(call(split_heads, x, heads, what=label), f"split_heads(x, {heads})")
+        try:
+            out = expect_tensor(call(split_heads, x, heads, what=label), f"split_heads(x, {heads})")
+        except ExerciseFailed as err:
+            message = str(err)
+            if "unflatten" in message and "dim 1 " in message:
+                raise ExerciseFailed(
+                    f"{message.split('. The sizes asked for')[0]}. unflatten(1, ...) splits the tokens axis; split the "
+                    "features, the last axis: x.unflatten(-1, (num_heads, d_k)), then transpose(1, 2)"
+                ) from None
+            if "stack expects each tensor to be equal size" in message:
+                raise ExerciseFailed(
+                    f"{message}. The pieces were cut along the tokens axis; cut the features, the last axis: "
+                    "x.chunk(num_heads, dim=-1) (or x.split(d_k, dim=-1)), then torch.stack(..., dim=1)"
+                ) from None
+            raise
         expected = _split_reference(x, heads)
         name = f"split_heads on {label}"
         if tuple(out.shape) != tuple(expected.shape):
@@ -199,6 +221,8 @@ def check_merge_heads(merge_heads) -> None:
             "transpose(1, 2) then reshape, not permute(0, 2, 3, 1)": x.permute(0, 2, 3, 1).reshape(batch, n, d_model),
             "the heads are concatenated in reverse order: head 0 must come first": _merge_reference(x.flip(1)),
             "the tokens come out in reverse order": _merge_reference(x).flip(1),
+            "transpose(2, 3) swaps the tokens and the features inside each head; swap the heads and the tokens, "
+            "transpose(1, 2), then reshape": x.transpose(2, 3).reshape(batch, n, d_model),
         }
         if not torch.allclose(out.detach().double(), expected, atol=1e-12, rtol=0):
             _raise_if_known(out, expected, mistakes, name)

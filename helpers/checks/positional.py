@@ -114,7 +114,27 @@ def _pe_mistakes(max_len: int, d_model: int) -> dict[str, Tensor]:
         "the angles are in degrees: torch.sin and torch.cos take radians, do not convert": _pe_from_freq(
             max_len, d_model, 10000.0 ** (-two_i / d_model) * math.pi / 180
         ),
+        "the exponent lacks its parentheses: pos / 10000 ** 2i / d_model divides by 10000^(2i) and then by d_model; "
+        "write pos / 10000 ** (2 * i / d_model)": _pe_from_freq(max_len, d_model, 10000.0 ** (-two_i) / d_model),
+        "the pair index is doubled twice: when i already steps by 2 (range(0, d_model, 2), the 2i of the formula), "
+        "the exponent is i / d_model, not 2 * i / d_model": _pe_from_freq(max_len, d_model, 10000.0 ** (-2 * two_i / d_model)),
+        "the exponent is divided by max_len; the formula divides by d_model: 10000^(2i / d_model)": _pe_from_freq(
+            max_len, d_model, 10000.0 ** (-two_i / max_len)
+        ),
+        "the odd features hold sines too: PE[pos, 2i + 1] is the cosine of the same angle (pe[:, 1::2] = torch.cos(angle))": (
+            _pe_sines_only(max_len, d_model, torch.sin)
+        ),
+        "the even features hold cosines too: PE[pos, 2i] is the sine of the angle (pe[:, 0::2] = torch.sin(angle))": (
+            _pe_sines_only(max_len, d_model, torch.cos)
+        ),
     }
+
+
+def _pe_sines_only(max_len: int, d_model: int, fn) -> Tensor:
+    """Both features of each pair hold ``fn`` (sin or cos) of the pair's angle."""
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (-two_i / d_model)  # (max_len, d_model/2)
+    return fn(angle).repeat_interleave(2, dim=1)
 
 
 def _pe_generic(out: Tensor, expected: Tensor, name: str) -> str:
@@ -148,7 +168,16 @@ def check_positional_encoding(sinusoidal_positional_encoding) -> None:
     for max_len, d_model in ((7, 6), (50, 16), (3, 10)):
         label = f"max_len={max_len}, d_model={d_model}"
         name = f"sinusoidal_positional_encoding({max_len}, {d_model})"
-        out = expect_tensor(call(sinusoidal_positional_encoding, max_len, d_model, what=label), name)
+        try:
+            out = expect_tensor(call(sinusoidal_positional_encoding, max_len, d_model, what=label), name)
+        except ExerciseFailed as err:
+            message = str(err)
+            if "cannot be broadcast to indexing result" in message or "expanded size of the tensor" in message:
+                raise ExerciseFailed(
+                    f"{message.rstrip('. ')}. The (max_len, d_model / 2) table of angles fills pe[:, 0::2] (sin) and "
+                    "pe[:, 1::2] (cos): the even and odd *features* (columns); pe[0::2] would select the even positions (rows)"
+                ) from None
+            raise
         if not out.is_floating_point():
             raise ExerciseFailed(f"{name} has dtype {out.dtype}; return a floating-point tensor (float32 or float64)")
         expected = _pe(max_len, d_model)  # (max_len, d_model), float64
@@ -222,6 +251,31 @@ def _ln_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str
         * gamma
         + beta,
     }
+    d = x.shape[-1]
+    mistakes.update(
+        {
+            "the centred x is divided by the variance; divide by the standard deviation, its square root: "
+            "(x - mean) / sqrt(var + eps)": (x - mean) / (var + eps) * gamma + beta,
+            "eps is added after the division (an operator-precedence slip: (x - mean) / sqrt(var) + eps); it belongs "
+            "inside the square root: (x - mean) / sqrt(var + eps)": ((x - mean) / torch.sqrt(var) + eps) * gamma + beta,
+            "gamma and beta are applied before normalising, so the normalisation undoes them; normalise first, then "
+            "x_hat * gamma + beta": _normalise(x * gamma + beta, eps),
+            "the centred x is divided by its L2 norm (F.normalize), which is sqrt(d) times the standard deviation; "
+            "divide by sqrt(var + eps), the root of the *mean* square": (x - mean) / (x - mean).norm(dim=-1, keepdim=True) * gamma
+            + beta,
+            "eps is added to the numerator too ((x - mean + eps) / ...); only the variance gets eps": (x - mean + eps)
+            / torch.sqrt(var + eps)
+            * gamma
+            + beta,
+        }
+    )
+    if x.dim() == 3:
+        m12 = x.mean((1, 2), keepdim=True)
+        v12 = x.var((1, 2), keepdim=True, unbiased=False)
+        mistakes[
+            "normalised over the last two axes (tokens and features, as F.layer_norm(x, x.shape[1:]) does); layer norm "
+            f"normalises each token over its own features, the last axis only: normalized_shape = ({d},)"
+        ] = (x - m12) / torch.sqrt(v12 + eps) * gamma + beta
     for axes, what in (
         ((0,), "axis 0 (the batch): that is batch norm"),
         ((1,), "axis 1 (the tokens)"),
@@ -234,6 +288,11 @@ def _ln_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str
                 x - m
             ) / torch.sqrt(v + eps) * gamma + beta
     return mistakes
+
+
+def _normalise(x: Tensor, eps: float) -> Tensor:
+    """Layer norm without gamma and beta, over the last axis."""
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
 
 
 def _ln_diagnosis(out: Tensor, x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> str:

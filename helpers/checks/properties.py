@@ -84,11 +84,8 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
     ]
     for scores, eps in cases:
         label = f"scores {[round(v, 4) for v in scores.tolist()]} and eps={eps}"
-        answer = call(hard_attention_beta, scores.clone(), eps, what=label)
-        try:
-            beta = float(answer)
-        except (TypeError, ValueError):
-            raise ExerciseFailed(f"with {label}: return beta as a number (a float), got {type(answer).__name__}") from None
+        answer = _call_beta(hard_attention_beta, scores, eps, label)
+        beta = _as_beta(answer, label)
         m = scores.numel()
         ordered = scores.sort(descending=True).values
         gap, spread = (ordered[0] - ordered[1]).item(), (ordered[0] - ordered[-1]).item()
@@ -111,7 +108,16 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
             "eps and m - 1 are swapped inside the logarithm: ln((m - 1) / eps)": math.log(eps / (m - 1)) / gap,
             "the logarithm is missing: beta = ln((m - 1) / eps) / gap": ((m - 1) / eps) / gap,
             "that multiplies by the gap; divide by it: beta = ln((m - 1) / eps) / gap": math.log((m - 1) / eps) * gap,
+            "that is ln(m - 1) / eps / gap: eps belongs inside the logarithm, beta = ln((m - 1) / eps) / gap": math.log(m - 1)
+            / eps
+            / gap,
+            "that is ln((m - 1) * eps) / gap; the weight left for the other keys must be at most eps, so "
+            "beta = ln((m - 1) / eps) / gap": math.log((m - 1) * eps) / gap,
         }
+        if eps != 0.01:
+            mistakes[f"that uses eps = 0.01 whatever the argument (here eps = {eps}): use the `eps` you are given"] = (
+                math.log((m - 1) / 0.01) / gap
+            )
         for message, wrong in mistakes.items():
             if math.isclose(beta, wrong, rel_tol=1e-6):
                 raise ExerciseFailed(f"with {label}: {message}")
@@ -119,16 +125,51 @@ def check_hard_attention_beta(hard_attention_beta) -> None:
             f"with {label}: beta = {beta:.6g}, expected ln((m - 1) / eps) / gap = {right:.6g} (m = {m}, gap = {gap:.4f})"
         )
     tie = torch.tensor([1.0, 3.0, 3.0, 0.0], dtype=torch.float64)
-    answer = call(hard_attention_beta, tie.clone(), 0.01, what="scores [1, 3, 3, 0] with a tie and eps=0.01")
-    try:
-        beta = float(answer)
-    except (TypeError, ValueError):
-        raise ExerciseFailed(f"with a tie: return a number, got {type(answer).__name__}") from None
+    answer = _call_beta(hard_attention_beta, tie, 0.01, "scores [1, 3, 3, 0] with a tie and eps=0.01")
+    if answer is None:
+        raise ExerciseFailed(
+            "with the tied scores [1, 3, 3, 0] your function returns None: no beta is large enough there, "
+            "and the exercise asks for math.inf (return math.inf when the gap is 0)"
+        )
+    beta = _as_beta(answer, "a tie")
     if not math.isinf(beta) or beta < 0:
         raise ExerciseFailed(
             f"with the tied scores [1, 3, 3, 0] no beta makes one weight reach 1 - eps (the gap is 0): "
             f"return math.inf, got {beta:.6g}"
         )
+
+
+def _call_beta(hard_attention_beta, scores: Tensor, eps: float, label: str) -> object:
+    """The student's beta, with hints for the slips whose error message hides them."""
+    try:
+        return call(hard_attention_beta, scores.clone(), eps, what=label)
+    except ExerciseFailed as err:
+        message = str(err)
+        if "math domain error" in message:
+            raise ExerciseFailed(
+                f"{message}: the logarithm got a number <= 0. Mind the parentheses: math.log((m - 1) / eps), "
+                "since math.log(m - 1 / eps) computes m - (1 / eps), which is negative"
+            ) from None
+        if "elements cannot be converted to Scalar" in message or "only one element tensors" in message:
+            raise ExerciseFailed(f"{message}. {_TOPK_HINT}") from None
+        raise
+
+
+_TOPK_HINT = (
+    "scores.topk(2) returns a pair (values, indices), so `best, second = scores.topk(2)` gives the two values as "
+    "`best` and their indices as `second`; take the values: best, second = scores.topk(2).values.tolist()"
+)
+
+
+def _as_beta(answer: object, label: str) -> float:
+    """The answer as a float, or a named failure."""
+    if isinstance(answer, Tensor) and answer.numel() == 2:
+        raise ExerciseFailed(f"with {label}: your beta is a tensor of 2 numbers, {answer.tolist()}; {_TOPK_HINT}")
+    try:
+        return float(answer)
+    except (TypeError, ValueError, RuntimeError):
+        extra = f": {_TOPK_HINT}" if type(answer).__module__ == "torch.return_types" else ""
+        raise ExerciseFailed(f"with {label}: return beta as a number (a float), got {type(answer).__name__}{extra}") from None
 
 
 # ---------------------------------------------------------------- permutation
@@ -181,6 +222,14 @@ def check_permutation_projections(permutation_projections) -> None:
             raise ExerciseFailed(
                 f"with {label}: W_V has {W_V.shape[1]} columns; the output has the d = {d} content features{hint}"
             )
+        for name, w in (("W_Q", W_Q), ("W_K", W_K)):
+            if not w[n:].any() and bool(w[:n].any(dim=1).all()):
+                raise ExerciseFailed(
+                    f"with {label}: the position block of {name} sits in rows 0 .. n - 1 = {n - 1}, and its last rows are "
+                    f"zero: in [X | I_n] the one-hot position of token i is feature d + i, after the d = {d} content "
+                    f"features, so the position rows are d .. d + n - 1 = {d} .. {d + n - 1}: index them with d + i "
+                    "(e.g. W[d + torch.arange(n), ...]) and leave the first d rows (the content) zero"
+                )
         X = torch.randn(n, d, dtype=torch.float64)
         out, weights = attention_with_positions(X, W_Q, W_K, W_V)
         target = X[perm]
@@ -204,7 +253,8 @@ def check_permutation_projections(permutation_projections) -> None:
         mistakes = {
             "the output is the inverse permutation: row i should be x[perm[i]], so query i must match key perm[i] "
             "(you matched query perm[i] with key i); transpose the permutation in W_Q": X[perm.argsort()],
-            "the output is X itself (the identity): the queries ignore perm": X,
+            "the output is X itself (the identity): query i matches key i, so the queries and keys ignore perm (or both "
+            "apply it, which cancels); only the queries apply it: query i = strength * e_perm[i], key j = strength * e_j": X,
         }
         for message, wrong in mistakes.items():
             if wrong is not None and torch.allclose(out, wrong, atol=1e-4):
@@ -221,9 +271,15 @@ def check_permutation_projections(permutation_projections) -> None:
                 f"with {label}: the attention weights change when the content X changes; the queries and keys "
                 "should read only the position features (zero in the first d rows of W_Q and W_K)"
             )
+        off_target = weights.clone()
+        off_target[torch.arange(n), perm] = 0
+        if weights.argmax(dim=1).tolist() == perm.tolist() and off_target.max().item() < 1e-9:
+            raise ExerciseFailed(
+                f"with {label}: each query picks the right token with a one-hot weight, so W_Q and W_K are right; the "
+                f"output is still wrong (off by up to {(out - target).abs().max().item():.2g}), so W_V is: it should copy "
+                f"the d = {d} content features and drop the positions, W_V = [I_d; 0] (an identity in its first d rows)"
+            )
         if weights.argmax(dim=1).tolist() == perm.tolist():
-            off_target = weights.clone()
-            off_target[torch.arange(n), perm] = 0
             raise ExerciseFailed(
                 f"with {label}: each query picks the right token, but the weights are not one-hot (the largest weight of some row "
                 f"is {hard.min().item():.6f}, another token still gets {off_target.max().item():.2g}), so the output is a blur "
@@ -252,6 +308,8 @@ def check_conv_head_weights(conv_head_weights) -> None:
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
             raise ExerciseFailed(f"with {label}: return a tuple (W_heads, bias), got {type(result).__name__}")
         W_heads, bias = result
+        if isinstance(W_heads, Tensor) and isinstance(bias, Tensor) and W_heads.dim() == 1 and bias.dim() == 3:
+            raise ExerciseFailed(f"with {label}: the two are swapped, (bias, W_heads); return (W_heads, bias)")
         if isinstance(W_heads, (list, tuple)) and W_heads and all(isinstance(w, Tensor) for w in W_heads):
             W_heads = torch.stack(list(W_heads))  # a list of per-head matrices is fine
         if bias is None:
@@ -280,9 +338,24 @@ def check_conv_head_weights(conv_head_weights) -> None:
                 size // 2
             ].expand(size, -1, -1),
             "the weights are divided by the kernel size: the heads' outputs are added, not averaged": right / size,
+            "conv.weight was reshaped, not permuted: reshape (or view) keeps the order of the numbers in memory and only "
+            "regroups them, so each 'matrix' mixes taps and channels; move the axes with conv.weight.permute(2, 1, 0)": (
+                W.reshape(size, d_in, d_out)
+            ),
         }
+        for axes in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0)):  # the other orders of (d_out, d_in, kernel_size)
+            mistakes[
+                f"that is conv.weight.permute{axes}: the axes are in the wrong order. W_heads[h] is tap h's matrix "
+                "conv.weight[:, :, h].T, (d_in, d_out), so the tap axis (2) comes first, then d_in (1), then d_out (0): "
+                "permute(2, 1, 0)"
+            ] = W.permute(*axes)
         expect_close(W_heads, right, f"W_heads with {label}", atol=1e-10, rtol=1e-8, mistakes=mistakes)
         bias = expect_tensor(bias, "bias")
+        if bias.dim() == 2 and bias.shape[0] == size and bias.shape[1] == d_out and size > 1:
+            raise ExerciseFailed(
+                f"with {label}: bias has shape {tuple(bias.shape)}, one per head; the heads' outputs are summed and the "
+                f"bias is added once: return conv.bias, shape ({d_out},)"
+            )
         if bias.numel() == 1 and d_out != 1:
             raise ExerciseFailed(f"with {label}: bias should have d_out = {d_out} entries, got a single number")
         expect_close(

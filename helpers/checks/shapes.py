@@ -125,6 +125,12 @@ def check_matmul_shape(product_shape) -> None:
         (15,): "a matrix product is a matrix: (a x b)(b x c) is a x c, two sizes",
         (3, 3): "the product takes its rows from X (3) and its columns from W (5)",
         (5, 5): "the product takes its rows from X (3) and its columns from W (5)",
+        (5, 8): "that is the shape of W transposed; the product X @ W is (3 x 8)(8 x 5): X's rows, W's columns",
+        (8, 3): "that is the shape of X transposed; the product X @ W is (3 x 8)(8 x 5): X's rows, W's columns",
+        (1, 3, 5): "a product of two matrices is a matrix, with two axes; there is no batch axis here",
+        (3,): "that is only the number of rows (from X); the product also has W's 5 columns: give both sizes",
+        (5,): "that is only the number of columns (from W); the product also has X's 3 rows: give both sizes",
+        (8,): "the shared size 8 is summed over and disappears; the product has X's 3 rows and W's 5 columns",
     }
     _check_shape(product_shape, (3, 5), "the shape of X @ W", hints, "(a x b)(b x c) = a x c")
 
@@ -148,6 +154,8 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (8, 5): "that is the shape of the weight W_Q, not of the queries Q = X W_Q",
         (4, 5): "the queries come from X's 3 tokens; the 4 tokens of Z give the keys and values",
         (3, 6): "Q has d_k = 5 columns (W_Q is 8 x 5); 6 is d_v, the width of the values",
+        (3, 4): "that is the shape of the scores (queries by keys); Q = X W_Q is (3 x 8)(8 x 5)",
+        (8, 3): "that is X transposed; in the row layout Q = X W_Q keeps X's 3 token rows and has d_k = 5 columns",
     }
     k_hints = {
         (3, 5): "the keys come from Z (4 tokens), not from X: this is cross-attention, m = 4 keys",
@@ -155,6 +163,8 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (4, 6): "keys have d_k = 5 features, the same as the queries, so that q . k is defined; 6 is d_v",
         (4, 8): "that is Z's shape; W_K maps d_model = 8 to d_k = 5",
         (8, 5): "that is the shape of the weight W_K, not of the keys K = Z W_K",
+        (4, 4): "K has one row per key token (4) and d_k = 5 columns (W_K is 8 x 5): (4 x 8)(8 x 5)",
+        (3, 4): "that is the shape of the scores; K = Z W_K is (4 x 8)(8 x 5)",
     }
     v_hints = {
         (4, 5): "V = Z W_V has d_v = 6 columns (W_V is 8 x 6): d_v need not equal d_k",
@@ -162,6 +172,7 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (6, 4): "transposed: tokens are rows, V = Z W_V is (4, 6)",
         (4, 8): "that is Z's shape; W_V maps d_model = 8 to d_v = 6",
         (8, 6): "that is the shape of the weight W_V, not of the values V = Z W_V",
+        (4, 4): "V has one row per key token (4) and d_v = 6 columns (W_V is 8 x 6): (4 x 8)(8 x 6)",
     }
     s_hints = {
         (4, 3): "transposed: Q K^T has one row per query (3) and one column per key (4); each row is one query's scores",
@@ -170,6 +181,7 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (5, 5): "Q^T K is d_k x d_k and relates features, not tokens; the scores Q K^T relate each query to each key",
         (3, 5): "that is Q's shape; the scores Q K^T are (3 x 5)(5 x 4)",
         (3, 6): "that is the output's shape; the scores Q K^T come before multiplying by V",
+        (4, 5): "that is K's shape; the scores Q K^T are (3 x 5)(5 x 4): one row per query, one column per key",
     }
     o_hints = {
         (3, 5): "the output takes the values' width d_v = 6, not d_k = 5: softmax(Q K^T) V is (3 x 4)(4 x 6)",
@@ -178,6 +190,7 @@ def check_row_layout_shapes(q_shape, k_shape, v_shape, scores_shape, out_shape) 
         (3, 4): "that is the attention matrix; the output multiplies it by V (4 x 6)",
         (6, 3): "transposed: tokens are rows, the output is (n queries, d_v)",
         (4, 5): "one output row per query, with d_v = 6 columns: (3 x 4)(4 x 6)",
+        (4, 4): "the output has one row per query (3) and d_v = 6 columns: softmax(Q K^T) V is (3 x 4)(4 x 6)",
     }
     _check_all(
         [
@@ -213,6 +226,9 @@ def check_column_layout_shapes(q_shape, k_shape, v_shape, attn_shape, out_shape)
             (768, 768): f"that is the shape of the weight W^{name}; {name} = W^{name} X keeps X's 6 token columns",
             (6, 6): f"{name} holds 768 features for each of the 6 tokens: (768 x 768)(768 x 6)",
             (64, 6): f"there is one head here: W^{name} is 768 x 768, so d_k = 768",
+            (6, 64): f"that is one of 12 heads in the row layout; here there is one head (d_k = 768) and tokens are "
+            f"columns: {name} = W^{name} X is (768 x 768)(768 x 6)",
+            (768, 1): f"that is one token's column; {name} = W^{name} X holds all 6 tokens, one column each",
         }
 
     a_hints = {
@@ -221,6 +237,9 @@ def check_column_layout_shapes(q_shape, k_shape, v_shape, attn_shape, out_shape)
         (768, 6): "that is the shape of Q, K and V; the attention matrix K^T Q relates the 6 tokens to each other: 6 x 6",
         (1, 6): "one query's weights form a column of 6; the matrix holds all 6 queries: 6 x 6",
         (6, 1): "one query's weights form a column of 6; the matrix holds all 6 queries: 6 x 6",
+        (12, 6, 6): "there is one head here (W^Q is 768 x 768, d_k = 768), so one 6 x 6 attention matrix",
+        (64, 64): "the attention matrix relates tokens to tokens (6 x 6); 64 x 64 would relate the features of a "
+        "64-wide head, and here there is one head of 768",
     }
     o_hints = {
         (6, 768): "transposed: in this layout the output keeps tokens as columns, H = V A is (768 x 6)(6 x 6) = 768 x 6",
@@ -228,6 +247,7 @@ def check_column_layout_shapes(q_shape, k_shape, v_shape, attn_shape, out_shape)
         (768, 768): "H = V A is (768 x 6)(6 x 6) = 768 x 6: one output column per token. A 768 x 768 result comes from "
         "the feature-mixing product Q K^T",
         (64, 6): "one head here: W^V is 768 x 768, so each output column has 768 features",
+        (768, 1): "that is one token's output column; H = V A holds all 6 tokens: (768 x 6)(6 x 6)",
     }
     _check_all(
         [
@@ -268,6 +288,12 @@ def _column_variants(X: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor) -> dict[s
         "no softmax: the attention weights must be softmax(K^T Q / sqrt(d_k)) along axis 0": V @ scaled,
         "softmax over the whole matrix: normalise each column (one query) separately, dim=0": V
         @ (torch.exp(scaled) / torch.exp(scaled).sum()),
+        "the keys were computed with W_q: K = W_k X": V @ torch.softmax(Q.T @ Q / math.sqrt(d_k), dim=0),
+        "the values were computed with W_k: V = W_v X": (W_k @ X) @ torch.softmax(scaled, dim=0)
+        if W_k.shape[0] == W_v.shape[0]
+        else None,
+        "the scores are divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; write d_k ** 0.5 "
+        "or math.sqrt(d_k)": V @ torch.softmax(raw / (d_k / 2), dim=0),
     }
     if d_k != d_model:
         variants[
@@ -381,6 +407,8 @@ def check_numerator_layout(scores_shape, h_shape, beta) -> None:
         (4, 4): "the columns are the n = 3 queries: K^T Q is (4 x 5)(5 x 3)",
         (3, 3): "the rows are the m = 4 keys: K^T Q is (4 x 5)(5 x 3)",
         (6, 3): "that is H's shape; the scores K^T Q come first: (4 x 5)(5 x 3)",
+        (4, 5): "that is the shape of K^T itself; the scores multiply it by Q: K^T Q is (4 x 5)(5 x 3)",
+        (5, 3): "that is Q's shape; the scores are K^T Q, (4 x 5)(5 x 3): one row per key, one column per query",
     }
     h_hints = {
         (3, 6): "transposed: in this layout H keeps one column per query, H = V A is (6 x 4)(4 x 3)",
@@ -410,6 +438,9 @@ def check_numerator_layout(scores_shape, h_shape, beta) -> None:
         (1 / math.sqrt(4), "d is the size of the queries and keys (5), not m, the number of keys (4)"),
         (math.sqrt(6), "beta multiplies the scores and is 1 / sqrt(d) with d = 5, the size of queries and keys"),
         (0.0, "beta = 0 makes every weight equal (a plain average); the usual value is 1 / sqrt(d)"),
+        (5.0, "that is d itself; beta multiplies the scores and is 1 / sqrt(d): the scores are divided by sqrt(d)"),
+        (1 / 25, "that is 1 / d^2; beta = 1 / sqrt(d), the inverse of the square root of d = 5"),
+        (-1 / math.sqrt(5), "beta is positive: a negative beta would give the most weight to the *least* similar key"),
     ]
     tolerance = (
         "the check accepts a relative error of 1e-4, so give beta with at least 4 decimals, or as an expression "
@@ -458,6 +489,9 @@ def check_multi_head_shapes(d_k, q_head_shape, scores_head_shape, head_out_shape
         8: "that is the number of heads h; d_k = d_model / h",
         16: "d_k = d_model / h = 512 / 8",
         128: "d_k = d_model / h = 512 / 8",
+        10: "that is n, the number of tokens; d_k = d_model / h is a number of features",
+        51.2: "d_k = d_model / h divides the features among the h = 8 heads, not by the n = 10 tokens",
+        80: "d_k = d_model / h = 512 / 8; n * h = 10 * 8 has nothing to do with it",
     }
     if d_k_value != 64:
         hint = d_k_hints.get(d_k_value, "d_k = d_model / h, with d_model = 512 and h = 8")
@@ -477,12 +511,14 @@ def check_multi_head_shapes(d_k, q_head_shape, scores_head_shape, head_out_shape
         (8, 10, 10): "that is all 8 heads stacked; one head's scores are (10, 10)",
         (10, 64): "that is Q_i's shape; the scores are Q_i K_i^T, (10 x 64)(64 x 10)",
         (512, 512): "the scores relate tokens, not features: Q_i K_i^T is 10 x 10",
+        (1, 10, 10): "there is no batch axis here: one sequence, X is (10, 512)",
     }
     h_hints = {
         (10, 512): "one head outputs d_v = 64 features per token; 512 appears only after concatenating the 8 heads",
         (10, 10): "that is the head's attention matrix; the output multiplies it by V_i (10 x 64)",
         (64, 10): "transposed: tokens are rows, softmax(...) V_i is (10 x 10)(10 x 64)",
         (8, 10, 64): "that is all heads stacked; one head's output is (10, 64)",
+        (1, 10, 64): "there is no batch axis here: one sequence, X is (10, 512)",
     }
     c_hints = {
         (10, 64): "concatenating the 8 head outputs along the feature axis gives 8 * 64 = 512 features per token",
@@ -534,6 +570,17 @@ def _count_mistakes(d: int, h: int, bias: bool) -> dict[str, int]:
         + (3 * d if bias else 0),
         "the biases were counted per head with d_k entries but only once: each projection's bias has d_model entries": 4 * d * d
         + (4 * d_k if bias else 0),
+        "the square covers 4 * d_model: (4 * d_model) ** 2 is 16 d_model^2; write 4 * d_model ** 2 (** binds tighter than *)": (
+            4 * d
+        )
+        ** 2
+        + b,
+        "each bias was counted as one number: a bias vector has d_model entries, 4 * d_model for the four projections": 4 * d * d
+        + (4 if bias else 0),
+        "the biases were counted once per head (h vectors of d_model entries per projection); each projection has one bias "
+        "of d_model entries, however many heads": 4 * d * d + (4 * d * h if bias else 0),
+        "W_Q, W_K and W_V were counted per head as d_k x d_k (h * d_k^2 each) and only W_O as d_model x d_model: each head's "
+        "projection is d_model x d_k, so each of the four matrices is d_model x d_model": 3 * h * d_k * d_k + d * d + b,
     }
 
 

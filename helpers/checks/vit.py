@@ -7,6 +7,7 @@ recognises the typical mistakes by recomputing what each would give.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import torch
@@ -58,7 +59,8 @@ def _patch_mistakes(images: Tensor, p: int) -> dict[str, Tensor]:
         "then column": grid.permute(0, 2, 4, 5, 3, 1).reshape(b, n, size),
         "the image was reshaped to (B, N, C*p*p) without moving any axis, so a 'patch' is a run of consecutive pixels "
         "in memory, not a p x p square; reshape to (B, C, H/p, p, W/p, p), permute the two grid axes to the front, "
-        "then flatten": images.reshape(b, n, size),
+        "then flatten (a permute that leaves H/p and p side by side, such as permute(0, 2, 3, 1, 4, 5), keeps this "
+        "order too: the grid axes are 2 and 4)": images.reshape(b, n, size),
         "the channel axis was not moved next to the patch pixels: from (B, C, H/p, W/p, p, p) permute to "
         "(B, H/p, W/p, C, p, p) before reshaping, or channels of different patches get mixed": (
             grid.permute(0, 1, 2, 4, 3, 5).reshape(b, n, size)
@@ -71,6 +73,17 @@ def _patch_mistakes(images: Tensor, p: int) -> dict[str, Tensor]:
         "the patch grid was not flattened: return (B, N, C*p*p) with N = (H/p) * (W/p) patches in one axis, "
         "not (B, H/p, W/p, C*p*p)": _reference_patches(images, p).reshape(b, gh, gw, size),
     }
+    p_first = images.reshape(b, c, p, gh, p, gw)  # the sizes of a grid axis and a pixel axis swapped in the reshape
+    p_first_message = (
+        "the reshape puts p before H/p: (B, C, p, H/p, p, W/p) cuts each side into p runs of H/p pixels, so a 'patch' "
+        "gathers pixels H/p apart; reshape to (B, C, H/p, p, W/p, p), the grid index first, then the pixel within the patch"
+    )
+    mistakes[p_first_message] = p_first.permute(0, 2, 4, 1, 3, 5).reshape(b, n, size)
+    mistakes[p_first_message + " "] = p_first.permute(0, 3, 5, 1, 2, 4).reshape(b, n, size)
+    mistakes[
+        "the permute picks the wrong axes: in (B, C, H/p, p, W/p, p) the grid axes are 2 and 4 and the pixel axes 3 and 5, "
+        "so permute(0, 2, 4, 1, 3, 5) gives (B, H/p, W/p, C, p, p); permute(0, 2, 3, 1, 4, 5) moves a pixel axis to the front"
+    ] = grid.permute(0, 2, 3, 1, 4, 5).reshape(b, n, size)
     unfolded = F.unfold(images, kernel_size=p, stride=p)  # (B, C*p*p, N)
     mistakes[
         "F.unfold's output (B, C*p*p, N) was reshaped to (B, N, C*p*p), which scrambles it; transpose the last two axes "
@@ -159,15 +172,22 @@ def _expect_patch_shape(out: Tensor, images: Tensor, p: int, label: str, what: s
 @exercise("patchify")
 def check_patchify(patchify: Callable[[Tensor, int], Tensor]) -> None:
     """Check ``patchify(images, patch_size) -> (B, N, C*p*p)`` against ``F.unfold`` with kernel and stride p."""
-    passed_one_channel = False
+    passed_one_channel = passed_square_channels = False
     for label, images, p in _patch_cases():
         original = images.clone()
         try:
             out = call(patchify, images, p, what=label)
         except ExerciseFailed as err:
+            if passed_square_channels and images.shape[2] != images.shape[3]:
+                raise ExerciseFailed(
+                    f"{str(err).split('. The sizes asked for')[0].rstrip('.')}; your patchify works for square images but "
+                    f"not for H = {images.shape[2]} != W = {images.shape[3]}: take the grid's width from W, "
+                    "reshape to (B, C, H // p, p, W // p, p)"
+                ) from None
             if passed_one_channel and images.shape[1] > 1:
                 raise ExerciseFailed(
-                    f"{err}; your patchify works for one channel but not for C = {images.shape[1]}: keep the channel axis, "
+                    f"{str(err).split('. The sizes asked for')[0].rstrip('.')}; your patchify works for one channel but not "
+                    f"for C = {images.shape[1]}: keep the channel axis, "
                     "reshape to (B, C, H/p, p, W/p, p)"
                 ) from None
             raise
@@ -184,6 +204,7 @@ def check_patchify(patchify: Callable[[Tensor, int], Tensor]) -> None:
         _diagnose_patches(out, expected, images.shape[-1] // p, p, label)
         expect_close(out, expected, f"patches with {label}", atol=1e-9, rtol=1e-7)
         passed_one_channel = passed_one_channel or images.shape[1] == 1
+        passed_square_channels = passed_square_channels or (images.shape[1] > 1 and images.shape[2] == images.shape[3])
 
 
 # ---------------------------------------------------------------- patch embedding
@@ -237,6 +258,10 @@ def _embed_mistakes(images: Tensor, weight: Tensor, bias: Tensor, p: int) -> dic
         .transpose(1, 2),
     }
     mistakes["the patches are not projected: multiply them by weight.T and add bias"] = _reference_patches(images, p)
+    if d == size:
+        mistakes["the bias is added to the patches before the product; add it after: patches @ weight.T + bias"] = (
+            _reference_patches(images, p) + bias
+        ) @ weight.T
     mistakes[
         "the convolution's output (B, d_model, N) was reshaped to (B, N, d_model), which scrambles it; "
         "transpose the last two axes instead (.transpose(1, 2))"
@@ -247,6 +272,25 @@ def _embed_mistakes(images: Tensor, weight: Tensor, bias: Tensor, p: int) -> dic
             "(or F.linear(patches, weight, bias))"
         ] = _reference_patches(images, p) @ weight + bias
     return mistakes
+
+
+def _embed_error_hint(message: str, size: int, d: int, p: int) -> str:
+    """Why the patch embedding's product failed, read off PyTorch's message."""
+    found = re.search(r"cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", message)
+    if found:
+        width = int(found.group(2))
+        if width != size and width != d:
+            return (
+                f"; the patches have {width} values each, but with patch_size = {p} they have C * p * p = {size}: use the "
+                "patch_size argument (not the notebook's patch size) in patchify"
+            )
+    found = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", message)
+    if found and int(found.group(1)) == size and int(found.group(2)) == d:
+        return (
+            f"; the bias (d_model = {d} entries) was added to the patches ({size} values each): add it after the product, "
+            "patches @ weight.T + bias"
+        )
+    return _TRANSPOSE_HINT
 
 
 _MATMUL_ERRORS = ("cannot be multiplied", "size mismatch", "must match the size", "Expected size")
@@ -280,9 +324,23 @@ def check_image_patch_embedding(patch_embedding: Callable[[Tensor, Tensor, Tenso
         except ExerciseFailed as err:
             message = str(err)
             if any(phrase in message for phrase in _MATMUL_ERRORS):
-                raise ExerciseFailed(message + _TRANSPOSE_HINT) from None
+                raise ExerciseFailed(message + _embed_error_hint(message, size, d, p)) from None
             raise
         expected = _embed_reference(images, weight, bias, p)
+        if isinstance(out, Tensor) and out.shape == expected.shape:
+            same = call(patch_embedding, images, weight, bias, p, what=label)
+            if isinstance(same, Tensor) and same.shape == out.shape and not torch.equal(same.detach(), out.detach()):
+                raise ExerciseFailed(
+                    f"with {label}: the embeddings change from one call to the next on the same inputs: something random "
+                    "runs inside (a new nn.Linear has fresh random weights each time); use the weight and bias you are "
+                    "given, patches @ weight.T + bias"
+                )
+            again = call(patch_embedding, images, 2 * weight, bias + 1.0, p, what=label)
+            if isinstance(again, Tensor) and torch.allclose(again.detach().double(), out.detach().double()):
+                raise ExerciseFailed(
+                    f"with {label}: the embeddings do not change when `weight` and `bias` change: use the weight and bias "
+                    "you are given (patches @ weight.T + bias); a new nn.Linear inside the function has weights of its own"
+                )
         mistakes = _embed_mistakes(images, weight, bias, p)
         expect_close(out, expected, f"the embeddings with {label}", atol=1e-8, rtol=1e-6, mistakes=mistakes)
 
@@ -353,7 +411,19 @@ def _vit_variants(model, images: Tensor) -> dict[str, Tensor]:
         "softmax was applied to the output; return the logits (F.cross_entropy applies log-softmax itself)": torch.softmax(
             head_cls(out), dim=-1
         ),
+        "the head got x[:, 0:1] (or x[:, :1]), which keeps a token axis of size 1, so the logits have 3 axes; x[:, 0] "
+        "gives one vector per image": model.head(model.norm(out)[:, :1]),
+        "the head got x[0], the tokens of the first image; the class token of every image is x[:, 0]": model.head(
+            model.norm(out)[0]
+        ),
+        "the head reads token 1, the first patch; the class token was prepended, so it is token 0, x[:, 0]": model.head(
+            model.norm(out)[:, 1]
+        ),
     }
+    if len(model.blocks) > 1:
+        variants["the blocks run in reverse order: apply them as they are listed, for block in model.blocks"] = head_cls(
+            blocks(right_tokens, list(model.blocks)[::-1])
+        )
     if len(model.blocks) > 1:
         variants["only the first encoder block is applied: loop over all of model.blocks"] = head_cls(
             blocks(right_tokens, model.blocks[:1])
@@ -416,6 +486,12 @@ def check_vit_forward(vit_forward: Callable) -> None:
             message = str(err)
             if "Sizes of tensors must match" in message or "same number of dimensions" in message:
                 raise ExerciseFailed(message + _EXPAND_HINT) from None
+            if "must match the size of tensor b" in message:
+                raise ExerciseFailed(
+                    f"{message.rstrip('.')}; model.pos_embed has N + 1 = {model.pos_embed.shape[1]} rows, one for the class "
+                    "token and one per patch: prepend the class token with torch.cat (adding it to the patches does not "
+                    "make a new token), then add model.pos_embed"
+                ) from None
             raise
         expect_deterministic(
             out,
