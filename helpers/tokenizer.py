@@ -12,13 +12,40 @@ Hugging Face's ``BertTokenizer``:
    carries the prefix ``##``; a word that cannot be covered becomes ``[UNK]``.
 
 ``WordPieceTokenizer`` adds ``[CLS]`` and ``[SEP]``, truncates, pads a batch and
-returns ``input_ids`` and ``attention_mask`` tensors ``(batch, length)``.
+returns ``input_ids`` and ``attention_mask`` tensors ``(batch, length)``. Both
+stages can be replaced by a learner's own functions (notebook 10's exercises):
+``WordPieceTokenizer(vocab, basic_tokenizer=..., wordpiece=...)``.
+
+**Which BERT.** This is the original BERT's tokenizer (Google's
+``tokenization.py``; Hugging Face's Python ``BertTokenizer`` of transformers 4),
+written on Python's ``str.lower`` and ``unicodedata``. The tokenizer
+all-MiniLM-L6-v2 ships as ``tokenizer.json`` is run by the Rust library
+``tokenizers`` (what ``transformers.AutoTokenizer`` loads). The two give the same
+ids on ordinary text, and differ in rare corners (``tests/test_tokenizer.py``
+tests each):
+
+- a capital sigma at the end of a word: Python's ``"ΟΔΟΣ".lower()`` applies
+  Unicode's final-sigma rule (``"οδος"``, with ς); ``tokenizers`` lower-cases
+  character by character (``"οδοσ"``);
+- code points that Python's Unicode database does not assign (category ``Cn``):
+  dropped here, like control characters (BERT's rule drops every category
+  ``C*``); ``tokenizers`` keeps them (``[UNK]``);
+- characters whose category differs between Python's Unicode database and the
+  older tables compiled into ``tokenizers`` (punctuation, combining marks added
+  or re-classified in recent Unicode versions);
+- the CJK ideographs U+2B820 to U+2B91F: BERT puts spaces around them (its range
+  starts at U+2B820); ``tokenizers``' range starts at U+2B920.
+
+The output also depends on the Python version, whose ``unicodedata`` follows
+one Unicode version (3.10: 13.0, 3.11: 14.0, 3.12: 15.0, 3.13: 15.1, 3.14:
+16.0): U+1FAE8 (a face emoji of Unicode 15.0) is unassigned for Python 3.11,
+so dropped, and a symbol for Python 3.12, so ``[UNK]``.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -28,11 +55,23 @@ __all__ = [
     "load_vocab",
     "clean_text",
     "strip_accents",
+    "is_punctuation",
     "split_on_punctuation",
     "basic_tokenize",
     "wordpiece",
     "WordPieceTokenizer",
+    "DIFFERENCES_FROM_TOKENIZER_JSON",
 ]
+
+#: Texts on which this tokenizer (the original BERT's) and the Rust ``tokenizers`` library reading all-MiniLM-L6-v2's
+#: ``tokenizer.json`` split differently on every Python version (3.10 to 3.14), with the reason (see the module's docstring).
+DIFFERENCES_FROM_TOKENIZER_JSON = {
+    "ΟΔΟΣ": "a capital sigma that ends a word: str.lower() gives the final form ς, tokenizers gives σ",
+    "a\u0378b": "a code point no Unicode version assigns: dropped here like a control character, kept (so [UNK]) by tokenizers",
+    "x\U0002b820y": "a CJK ideograph of U+2B820 to U+2B91F: a word of its own here, inside its word for tokenizers",
+    "a\u09fdb": "a punctuation mark (U+09FD) missing from tokenizers' older Unicode tables: a word of its own here, not there",
+    "a\u07fdb": "a combining mark (U+07FD) missing from tokenizers' older Unicode tables: stripped here like an accent, not there",
+}
 
 
 def load_vocab(path: str | Path) -> dict[str, int]:
@@ -52,8 +91,12 @@ def _is_control(char: str) -> bool:
     return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
 
 
-def _is_punctuation(char: str) -> bool:
-    """BERT's rule: every non-letter, non-digit ASCII character that is not a space ($, +, ^ too), or Unicode category P*."""
+def is_punctuation(char: str) -> bool:
+    """BERT's rule: every ASCII character that is not a letter, a digit or a space ($, +, ^ too), or Unicode category P*.
+
+    ``"$"`` (a currency symbol, category Sc) and ``"+"`` are punctuation here, though Unicode does not say so;
+    ``"¿"``, ``"«"`` and ``"—"`` are (category P*); ``"±"``, ``"×"`` and ``"😀"`` are not (symbols, category S*).
+    """
     cp = ord(char)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
@@ -99,7 +142,7 @@ def split_on_punctuation(word: str) -> list[str]:
     pieces: list[str] = []
     start_new = True
     for char in word:
-        if _is_punctuation(char):
+        if is_punctuation(char):
             pieces.append(char)
             start_new = True
         else:
@@ -153,6 +196,9 @@ def wordpiece(word: str, vocab: Mapping[str, int], unk_token: str = "[UNK]", max
     return pieces
 
 
+_course_wordpiece = wordpiece  # the module's function, for WordPieceTokenizer(wordpiece=None), whose argument shadows it
+
+
 class WordPieceTokenizer:
     """BERT's tokenizer on a ``vocab.txt``: ``tokenize``, ``encode`` and batches of tensors.
 
@@ -162,13 +208,32 @@ class WordPieceTokenizer:
     the mask is 1 on real tokens and 0 on padding. Rows longer than
     ``max_length`` (default 256, sentence-transformers' limit for this model)
     are truncated, keeping the final ``[SEP]``.
+
+    ``basic_tokenizer(text) -> list[str]`` and ``wordpiece(word, vocab) -> list[str]``
+    replace the two stages (default: ``basic_tokenize`` with ``lower_case`` and
+    ``wordpiece`` of this module). A word longer than ``max_chars`` characters
+    becomes ``[UNK]`` before ``wordpiece`` sees it, as in BERT. Each distinct word is
+    split once and remembered, so a slow ``wordpiece`` costs little on a large corpus.
     """
 
-    def __init__(self, vocab: Mapping[str, int] | str | Path, lower_case: bool = True, max_length: int = 256) -> None:
+    def __init__(
+        self,
+        vocab: Mapping[str, int] | str | Path,
+        lower_case: bool = True,
+        max_length: int = 256,
+        *,
+        basic_tokenizer: Callable[[str], list[str]] | None = None,
+        wordpiece: Callable[[str, Mapping[str, int]], list[str]] | None = None,
+        max_chars: int = 100,
+    ) -> None:
         self.vocab: dict[str, int] = load_vocab(vocab) if isinstance(vocab, (str, Path)) else dict(vocab)
         self.ids_to_tokens = {i: t for t, i in self.vocab.items()}
         self.lower_case = lower_case
         self.max_length = max_length
+        self.max_chars = max_chars
+        self.basic_tokenizer = basic_tokenizer
+        self.wordpiece = wordpiece if wordpiece is not None else _course_wordpiece
+        self._pieces: dict[str, list[str]] = {}  # word -> its pieces, each distinct word split once
         for special in ("[PAD]", "[UNK]", "[CLS]", "[SEP]"):
             if special not in self.vocab:
                 raise ValueError(f"the vocabulary has no {special} token")
@@ -178,9 +243,23 @@ class WordPieceTokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
+    def words(self, text: str) -> list[str]:
+        """Text -> words and punctuation (the first stage)."""
+        if self.basic_tokenizer is not None:
+            return list(self.basic_tokenizer(text))
+        return basic_tokenize(text, self.lower_case)
+
+    def split_word(self, word: str) -> list[str]:
+        """One word -> its WordPiece pieces (the second stage); ``[UNK]`` for a word over ``max_chars`` characters."""
+        pieces = self._pieces.get(word)
+        if pieces is None:
+            pieces = ["[UNK]"] if len(word) > self.max_chars else list(self.wordpiece(word, self.vocab))
+            self._pieces[word] = pieces
+        return pieces
+
     def tokenize(self, text: str) -> list[str]:
         """Text -> WordPiece tokens, without ``[CLS]``/``[SEP]``."""
-        return [piece for word in basic_tokenize(text, self.lower_case) for piece in wordpiece(word, self.vocab)]
+        return [piece for word in self.words(text) for piece in self.split_word(word)]
 
     def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
         return [self.vocab.get(t, self.unk_id) for t in tokens]

@@ -138,3 +138,26 @@ def test_reproduces_bert_model_float64_everywhere(weights, batch, reference):
     reference.float()
     assert _max_diff(a.hidden_states, b.hidden_states) <= 1e-10
     assert _max_diff(a.attentions, b.attentions) <= 1e-10
+
+
+def test_sentence_encoder_runs_the_given_tokenizer_and_pooling(weights):
+    """Notebook 10 hands the learner's functions to the tokenizer and to SentenceEncoder: those are what run."""
+    from helpers.tokenizer import basic_tokenize, wordpiece
+
+    model = load_minilm(weights=weights)
+    seen = []
+
+    def my_wordpiece(word, vocab):
+        seen.append(word)
+        return wordpiece(word, vocab)
+
+    tok = load_tokenizer(basic_tokenizer=basic_tokenize, wordpiece=my_wordpiece)
+    default = SentenceEncoder(model=model, tokenizer=load_tokenizer()).encode(SENTENCES[:2])  # (2, 384)
+    mine = SentenceEncoder(model=model, tokenizer=tok).encode(SENTENCES[:2])
+    torch.testing.assert_close(mine, default, atol=0, rtol=0)
+    assert "animal" in seen
+    first_token = SentenceEncoder(model=model, tokenizer=tok, pool=lambda hidden, mask: hidden[:, 0]).encode(SENTENCES[:2])
+    with torch.no_grad():
+        batch = tok(SENTENCES[:2])
+        cls = model(batch["input_ids"], batch["attention_mask"]).last_hidden_state[:, 0]  # (2, 384)
+    torch.testing.assert_close(first_token, torch.nn.functional.normalize(cls, dim=-1))

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 import random
+import unicodedata
 
 import pytest
 import torch
 
-from helpers.tokenizer import WordPieceTokenizer, basic_tokenize, clean_text, split_on_punctuation, strip_accents, wordpiece
+from helpers.tokenizer import (
+    DIFFERENCES_FROM_TOKENIZER_JSON,
+    WordPieceTokenizer,
+    basic_tokenize,
+    clean_text,
+    is_punctuation,
+    split_on_punctuation,
+    strip_accents,
+    wordpiece,
+)
 
 TOY = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "a", "play", "##ing", "!", ","])}
 
@@ -60,6 +70,8 @@ def test_basic_steps():
     assert basic_tokenize("Héllo, WORLD!") == ["hello", ",", "world", "!"]
     assert basic_tokenize("中文 ok") == ["中", "文", "ok"]
     assert basic_tokenize("Héllo", lower_case=False) == ["Héllo"]
+    assert [c for c in "$+^¿«—…’_" if not is_punctuation(c)] == []  # ASCII symbols count, as Unicode's P* does
+    assert [c for c in "±×😀½é" if is_punctuation(c)] == []
 
 
 def test_wordpiece_greedy_longest_match():
@@ -68,6 +80,22 @@ def test_wordpiece_greedy_longest_match():
     assert wordpiece("play", TOY) == ["play"]
     assert wordpiece("playx", TOY) == ["[UNK]"]  # one uncovered character: the whole word is unknown
     assert wordpiece("a" * 101, {"a": 0, "##a": 1}) == ["[UNK]"]  # longer than 100 characters
+
+
+def test_the_two_stages_can_be_replaced():
+    """A learner's basic tokenizer and WordPiece run inside the tokenizer; each distinct word is split once."""
+    calls = []
+
+    def mine(word, vocab):
+        calls.append(word)
+        return wordpiece(word, vocab)
+
+    tok = WordPieceTokenizer(TOY, wordpiece=mine, basic_tokenizer=lambda text: text.split())
+    assert tok.tokenize("play playing play unaffable") == ["play", "play", "##ing", "play", "un", "##aff", "##able"]
+    assert calls == ["play", "playing", "unaffable"]  # "play" once
+    assert tok.tokenize("Play!") == ["[UNK]"]  # the learner's basic tokenizer (no lower-casing, no splitting) ran
+    long_word = "a" * 101
+    assert WordPieceTokenizer({**TOY, "##a": 12}, wordpiece=lambda w, v: ["a"] * len(w)).tokenize(long_word) == ["[UNK]"]
 
 
 def test_batch_padding_and_truncation():
@@ -104,3 +132,52 @@ def test_ids_equal_reference_tokenizer(ours):
     texts = TEXTS + _random_texts(500) + (model_dir() / "README.md").read_text(encoding="utf-8").splitlines()
     disagree = [t for t in texts if ours.encode(t) != reference(t, truncation=False)["input_ids"]]
     assert not disagree, f"{len(disagree)} of {len(texts)} texts tokenized differently, e.g. {disagree[:3]!r}"
+
+
+def test_known_differences_from_tokenizer_json(ours):
+    """Where the original BERT's rules (ours) and the Rust tokenizers library differ, on every Python version."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    transformers = pytest.importorskip("transformers")
+    from helpers.models.minilm import model_dir
+
+    reference = transformers.AutoTokenizer.from_pretrained(str(model_dir()), local_files_only=True)
+    sigma, unassigned, cjk, punctuation, mark = DIFFERENCES_FROM_TOKENIZER_JSON
+    assert "ΟΔΟΣ".lower() == "οδος"  # Python applies Unicode's final-sigma rule
+    assert ours.tokenize(sigma) == ["ο", "##δ", "##ος"]
+    assert reference.tokenize(sigma) == ["ο", "##δ", "##ο", "##σ"]  # character by character: σ
+    assert ours.tokenize(unassigned) == ["ab"]  # category Cn, dropped like a control character (BERT drops every C*)
+    assert reference.tokenize(unassigned) == ["[UNK]"]
+    assert ours.tokenize(cjk) == ["x", "[UNK]", "y"]  # BERT's CJK range starts at U+2B820
+    assert reference.tokenize(cjk) == ["[UNK]"]
+    assert unicodedata.category(punctuation[1]) == "Po" and unicodedata.category(mark[1]) == "Mn"
+    assert ours.tokenize(punctuation) == ["a", "[UNK]", "b"] and reference.tokenize(punctuation) == ["[UNK]"]
+    assert ours.tokenize(mark) == ["ab"] and reference.tokenize(mark) == ["[UNK]"]
+    for cp in (0x2B820, 0x2B91F):  # the whole range U+2B820..U+2B91F, and nothing outside it
+        assert reference.tokenize(f"x{chr(cp)}y") == ["[UNK]"] and ours.tokenize(f"x{chr(cp)}y") == ["x", "[UNK]", "y"]
+    for cp in (0x2B740, 0x2B920):  # CJK extension D, and the rest of extension E
+        assert reference.tokenize(f"x{chr(cp)}y") == ours.tokenize(f"x{chr(cp)}y") == ["x", "[UNK]", "y"]
+
+
+def test_output_depends_on_pythons_unicode_version(ours):
+    """U+1FAE8 (Unicode 15.0) is unassigned before Python 3.12, so dropped; a symbol from 3.12 on, so [UNK]."""
+    text = "so \U0001fae8 funny"
+    if tuple(int(x) for x in unicodedata.unidata_version.split(".")) < (15, 0):
+        assert unicodedata.category("\U0001fae8") == "Cn"
+        assert ours.tokenize(text) == ["so", "funny"]
+    else:
+        assert unicodedata.category("\U0001fae8") == "So"
+        assert ours.tokenize(text) == ["so", "[UNK]", "funny"]
+
+
+def test_python_documentation_tokenized_like_the_reference(ours):
+    """The 2,530 paragraphs of notebook 11's corpus (Python's documentation), as notebook 10 compares them."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    transformers = pytest.importorskip("transformers")
+    from helpers.data.text import load_pydoc_text
+    from helpers.models.minilm import model_dir
+
+    reference = transformers.AutoTokenizer.from_pretrained(str(model_dir()), local_files_only=True)
+    paragraphs = [p for p in load_pydoc_text().split("\n\n") if p.strip()]
+    assert len(paragraphs) == 2530
+    theirs = reference(paragraphs, truncation=False)["input_ids"]
+    assert sum(ours.encode(p) == ids for p, ids in zip(paragraphs, theirs, strict=True)) == len(paragraphs)

@@ -26,6 +26,7 @@ token-type (segment) embedding, then applies a layer norm.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -149,9 +150,20 @@ def load_weights(device: torch.device | str | None = None) -> dict[str, Tensor]:
         raise DataError(f"{path} could not be read by safetensors ({type(err).__name__}: {err})") from None
 
 
-def load_tokenizer(max_length: int = 256) -> WordPieceTokenizer:
-    """The course's ``WordPieceTokenizer`` on the model's ``vocab.txt`` (lower-cased, accents stripped)."""
-    return WordPieceTokenizer(model_file("vocab.txt"), lower_case=True, max_length=max_length)
+def load_tokenizer(
+    max_length: int = 256,
+    *,
+    basic_tokenizer: Callable[[str], list[str]] | None = None,
+    wordpiece: Callable[[str, Mapping[str, int]], list[str]] | None = None,
+) -> WordPieceTokenizer:
+    """The course's ``WordPieceTokenizer`` on the model's ``vocab.txt`` (lower-cased, accents stripped).
+
+    ``basic_tokenizer(text)`` and ``wordpiece(word, vocab)`` replace its two stages
+    (notebook 10 passes the learner's functions once their checks passed).
+    """
+    return WordPieceTokenizer(
+        model_file("vocab.txt"), lower_case=True, max_length=max_length, basic_tokenizer=basic_tokenizer, wordpiece=wordpiece
+    )
 
 
 class BertEmbeddings(nn.Module):
@@ -323,13 +335,20 @@ class SentenceEncoder:
     """Tokenizer + encoder + pooling: ``SentenceEncoder().encode(["a sentence", ...])`` -> ``(batch, 384)``, unit rows.
 
     The cosine similarity of two sentences is then the dot product of their rows.
+    ``pool(hidden, attention_mask) -> (batch, d)`` replaces ``mean_pool`` (notebook 10
+    passes the learner's); its output is then scaled to unit length.
     """
 
     def __init__(
-        self, device: torch.device | str | None = None, model: MiniLM | None = None, tokenizer: WordPieceTokenizer | None = None
+        self,
+        device: torch.device | str | None = None,
+        model: MiniLM | None = None,
+        tokenizer: WordPieceTokenizer | None = None,
+        pool: Callable[[Tensor, Tensor], Tensor] | None = None,
     ) -> None:
         self.model = model if model is not None else load_minilm(device)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer()
+        self.pool = pool if pool is not None else mean_pool
         self.device = next(self.model.parameters()).device
 
     @torch.no_grad()
@@ -338,5 +357,6 @@ class SentenceEncoder:
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(texts[start : start + batch_size])
             ids, mask = batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device)  # (b, n)
-            rows.append(sentence_embedding(self.model(ids, mask).last_hidden_state, mask))  # (b, d)
+            pooled = self.pool(self.model(ids, mask).last_hidden_state, mask)  # (b, d)
+            rows.append(F.normalize(pooled, p=2, dim=-1))  # (b, d), unit rows
         return torch.cat(rows)
