@@ -10,6 +10,11 @@ Modules, one job each:
 - ``helpers.models``     full models (classifier, Vision Transformer, pretrained encoder, translator)
 - ``helpers.data``       data sets, generated or shipped, checked on load
 - ``helpers.training``   one training loop and evaluation
+- ``helpers.flash``      the online softmax, FlashAttention's tiled forward and backward (notebook 12)
+- ``helpers.measure``    peak memory read from the allocator, best-of timing
+- ``helpers.sliding``    sliding windows, a rolling KV cache, notebook 11's model under a window
+- ``helpers.linear_attention``  linear attention: recurrent, parallel and chunked
+- ``helpers.kv_cost``    KV-cache bytes for MHA, GQA, MQA and MLA, and published configurations
 - ``helpers.plots``      attention heatmaps, head grids, training curves
 - ``helpers.checks``     the exercise checks
 - ``helpers.student``    builds student notebooks from solution notebooks
