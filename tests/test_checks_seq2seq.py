@@ -5,15 +5,28 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+import helpers.checks.seq2seq as checks_seq2seq
 from helpers.checks.seq2seq import check_additive_attention, check_greedy_decode, check_shift_right, check_source_padding_mask
 from helpers.data.translation import BOS, EOS, PAD
-from helpers.models.seq2seq import additive_attention, greedy_decode, shift_right, source_padding_mask
+from helpers.models.seq2seq import additive_attention, exact_matches, greedy_decode, shift_right, source_padding_mask
 from tests.conftest import assert_caught, assert_not_attempted
 
 
 def stub(*args):
     raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def calls_a_module_list(*args):
+    return nn.ModuleList([nn.Identity()])(args[0])  # PyTorch's own NotImplementedError: a real attempt
+
+
+@pytest.mark.parametrize("check", [check_shift_right, check_source_padding_mask, check_greedy_decode, check_additive_attention])
+def test_only_the_stub_is_not_attempted(check, capsys):
+    assert_not_attempted(check, stub, capsys)
+    assert_not_attempted(check, ..., capsys)
+    assert "not attempted" not in assert_caught(check, calls_a_module_list, "not the exercise's stub")
 
 
 # ---------------------------------------------------------------- shift right
@@ -29,14 +42,19 @@ def shift_with_pad(tgt):
     return F.pad(tgt[:, :-1], (1, 0), value=BOS)
 
 
-@pytest.mark.parametrize("right", [shift_right, shift_with_roll, shift_with_pad])
+def shift_row_by_row(tgt):
+    return torch.stack([torch.cat([torch.tensor([BOS]), row[:-1]]) for row in tgt])
+
+
+def shift_with_new_tensor(tgt):
+    out = torch.full_like(tgt, BOS)
+    out[:, 1:] = tgt[:, :-1]
+    return out
+
+
+@pytest.mark.parametrize("right", [shift_right, shift_with_roll, shift_with_pad, shift_row_by_row, shift_with_new_tensor])
 def test_shift_right_answers_pass(right):
     assert check_shift_right(right) is True
-
-
-def test_shift_right_stub_not_attempted(capsys):
-    assert_not_attempted(check_shift_right, stub, capsys)
-    assert_not_attempted(check_shift_right, ..., capsys)
 
 
 def in_place(tgt):
@@ -45,22 +63,39 @@ def in_place(tgt):
     return tgt
 
 
-@pytest.mark.parametrize(
-    "wrong, phrases",
-    [
-        (lambda tgt: tgt, ["not shifted", "off-by-one"]),
-        (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], BOS), tgt], 1), ["last position was not dropped"]),
-        (lambda tgt: torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], PAD)], 1), ["wrong way"]),
-        (lambda tgt: tgt.roll(1, dims=1), ["torch.roll wraps"]),
-        (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, 1:]], 1), ["first word is dropped"]),
-        (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], PAD), tgt[:, :-1]], 1), ["<pad> instead of the start token"]),
-        (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], EOS), tgt[:, :-1]], 1), ["<eos> instead of the start token"]),
-        (lambda tgt: torch.cat([torch.full_like(tgt[:, :2], BOS), tgt[:, :-2]], 1), ["two positions"]),
-        (lambda tgt: shift_right(tgt).float(), ["dtype", "torch.long"]),
-        (in_place, ["in place"]),
-        (lambda tgt: None, ["None"]),
-    ],
-)
+def bos(tgt):
+    return torch.full_like(tgt[:, :1], BOS)
+
+
+SHIFT_MISTAKES = [
+    (lambda tgt: tgt, ["not shifted", "off-by-one"]),
+    (lambda tgt: torch.cat([bos(tgt), tgt], 1), ["last position was not dropped"]),
+    (lambda tgt: tgt[:, :-1], ["<bos> was not put in front"]),
+    (lambda tgt: torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], PAD)], 1), ["wrong way"]),
+    (lambda tgt: tgt.roll(1, dims=1), ["torch.roll wraps"]),
+    (lambda tgt: torch.cat([bos(tgt), tgt[:, 1:]], 1), ["first word is dropped"]),
+    (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], PAD), tgt[:, :-1]], 1), ["<pad> instead of the start token"]),
+    (lambda tgt: torch.cat([torch.full_like(tgt[:, :1], EOS), tgt[:, :-1]], 1), ["<eos> instead of the start token"]),
+    (lambda tgt: torch.cat([torch.full_like(tgt[:, :2], BOS), tgt[:, :-2]], 1), ["two positions"]),
+    # along the batch axis (torch.cat's default dim=0)
+    (lambda tgt: torch.cat([torch.full_like(tgt[:1], BOS), tgt[:-1]]), ["rows were shifted", "dim=0", "dim=1"]),
+    (lambda tgt: torch.cat([torch.full_like(tgt[:1], BOS), tgt]), ["rows for a batch", "dim=0"]),
+    (lambda tgt: torch.cat([bos(tgt), tgt[:, :-1]]), ["torch.cat joins along dim=0", "dim=1"]),
+    (lambda tgt: shift_right(tgt).T, ["transposed"]),
+    # <bos> at the end
+    (lambda tgt: torch.cat([tgt[:, 1:], bos(tgt)], 1), ["<bos> is at the end", "goes first"]),
+    (lambda tgt: torch.cat([tgt[:, :-1], bos(tgt)], 1), ["<bos> is at the end"]),
+    # the <bos> column built wrong
+    (lambda tgt: torch.cat([torch.full((tgt.shape[0],), BOS), tgt[:, :-1]], 1), ["(batch, 1)"]),
+    (lambda tgt: torch.cat([BOS, tgt[:, :-1]], 1), ["torch.cat joins tensors"]),
+    (lambda tgt: shift_right(tgt).float(), ["dtype", "torch.long"]),
+    (lambda tgt: torch.cat([torch.ones(tgt.shape[0], 1), tgt[:, :-1]], 1), ["dtype", "torch.long"]),
+    (in_place, ["in place"]),
+    (lambda tgt: None, ["None"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SHIFT_MISTAKES)
 def test_shift_right_mistakes_are_named(wrong, phrases):
     assert_caught(check_shift_right, wrong, *phrases)
 
@@ -68,38 +103,61 @@ def test_shift_right_mistakes_are_named(wrong, phrases):
 # ---------------------------------------------------------------- padding mask
 
 
+def mask_from_lengths(src):
+    lengths = (src != PAD).sum(1)
+    return (torch.arange(src.shape[1])[None, :] < lengths[:, None]).unsqueeze(1)
+
+
 @pytest.mark.parametrize(
     "right",
     [
         source_padding_mask,
+        mask_from_lengths,
         lambda src: (src != PAD)[:, None, :],
         lambda src: (src != PAD).unsqueeze(1).unsqueeze(1),  # (batch, 1, 1, m), with the head axis
         lambda src: ~(src == PAD)[:, None],
         lambda src: (src > 0).reshape(src.shape[0], 1, -1),
+        lambda src: src.bool()[:, None, :],  # <pad> is 0
+        lambda src: src.ne(PAD).view(src.shape[0], 1, src.shape[1]),
     ],
 )
 def test_padding_mask_answers_pass(right):
     assert check_source_padding_mask(right) is True
 
 
-def test_padding_mask_stub_not_attempted(capsys):
-    assert_not_attempted(check_source_padding_mask, stub, capsys)
+def lengths_mask(offset=0, strict=True):
+    def fn(src):
+        lengths = (src != PAD).sum(1) + offset
+        positions = torch.arange(src.shape[1])[None, :]
+        return ((positions < lengths[:, None]) if strict else (positions <= lengths[:, None]))[:, None, :]
+
+    return fn
 
 
-@pytest.mark.parametrize(
-    "wrong, phrases",
-    [
-        (lambda src: (src == PAD)[:, None, :], ["inverted", "True = may attend"]),
-        (lambda src: (src != PAD)[:, :, None], ["hides the queries instead of the keys"]),
-        (lambda src: (src != PAD)[:, None, :, None], ["hides the queries instead of the keys"]),
-        (lambda src: src != PAD, ["(n, m)", "mask[:, None, :]"]),
-        (lambda src: (src != PAD)[:, :, None] & (src != PAD)[:, None, :], ["padded queries", "NaN"]),
-        (lambda src: (src != PAD).float()[:, None, :], ["dtype", "float"]),
-        (lambda src: torch.where(src == PAD, float("-inf"), 0.0)[:, None, :], ["float"]),
-        (lambda src: ((src != PAD) & (src != EOS))[:, None, :], ["hides <eos>"]),
-        (lambda src: torch.ones_like(src, dtype=torch.bool)[:, None, :], ["wrong at", "src != pad"]),
-    ],
-)
+MASK_MISTAKES = [
+    (lambda src: (src == PAD)[:, None, :], ["inverted", "True = may attend"]),
+    (lambda src: (src != PAD)[:, :, None], ["hides the queries instead of the keys"]),
+    (lambda src: (src != PAD)[:, None, :, None], ["hides the queries instead of the keys"]),
+    (lambda src: src != PAD, ["(n, m)", "mask[:, None, :]"]),
+    (lambda src: (src != PAD)[None], ["went in front", "[:, None, :]"]),
+    (lambda src: (src != PAD)[:, :, None] & (src != PAD)[:, None, :], ["padded queries", "NaN"]),
+    (lambda src: (src != PAD)[:, None, :].expand(-1, src.shape[1], -1), ["exactly m", "size 1"]),
+    (lambda src: (src != PAD).float()[:, None, :], ["dtype", "float"]),
+    (lambda src: (src != PAD).long()[:, None, :], ["dtype", "integer"]),
+    (lambda src: torch.where(src == PAD, float("-inf"), 0.0)[:, None, :], ["float"]),
+    (lambda src: ((src != PAD) & (src != EOS))[:, None, :], ["last real token, <eos>", "only <pad>"]),
+    (lengths_mask(offset=-1), ["last real token, <eos>", "off-by-one"]),
+    (lengths_mask(strict=False), ["one padding position", "off-by-one", "not <="]),
+    (lengths_mask(offset=1), ["one padding position", "off-by-one"]),
+    (lambda src: (src != BOS)[:, None, :], ["True everywhere", "<bos>", "src != PAD"]),
+    (lambda src: torch.ones_like(src, dtype=torch.bool)[:, None, :], ["True everywhere"]),
+    (lambda src: torch.zeros_like(src, dtype=torch.bool)[:, None, :], ["False everywhere"]),
+    (lambda src: (src != EOS)[:, None, :], ["compares with <eos>"]),
+    (lambda src: (src > EOS)[:, None, :], ["last real token, <eos>"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", MASK_MISTAKES)
 def test_padding_mask_mistakes_are_named(wrong, phrases):
     assert_caught(check_source_padding_mask, wrong, *phrases)
 
@@ -112,26 +170,73 @@ def greedy_full_length(model, src, max_len):
     state = model.encode(src)
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
     for _ in range(max_len):
-        next_word = model.decode(ys, state)[:, -1].argmax(-1)
-        ys = torch.cat([ys, next_word[:, None]], dim=1)
+        logits = model.decode(ys, state)[:, -1].clone()
+        logits[:, [PAD, BOS]] = float("-inf")
+        ys = torch.cat([ys, logits.argmax(-1)[:, None]], dim=1)
     return ys[:, 1:]
 
 
 def greedy_calling_model(model, src, max_len):
-    """Calls model(src, ys) at each step (encoding again every time): slower, right."""
+    """Calls model(src, ys) at each step (encoding again every time) and skips <pad>, <bos> by slicing: slower, right."""
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
     for _ in range(max_len):
-        ys = torch.cat([ys, model(src, ys).argmax(-1)[:, -1:]], dim=1)
+        ys = torch.cat([ys, model(src, ys)[:, -1, 2:].argmax(-1, keepdim=True) + 2], dim=1)
     return ys[:, 1:]
 
 
-@pytest.mark.parametrize("right", [greedy_decode, greedy_full_length, greedy_calling_model])
+def greedy_one_sentence_at_a_time(model, src, max_len):
+    """A batch of one per row, stopping at each row's <eos>, padded to a common length: right."""
+    rows = []
+    for i in range(src.shape[0]):
+        state = model.encode(src[i : i + 1])
+        ys = torch.tensor([[BOS]])
+        for _ in range(max_len):
+            logits = model.decode(ys, state)[0, -1].clone()  # (vocab,)
+            logits[[PAD, BOS]] = -1e9
+            word = int(logits.argmax())
+            ys = torch.cat([ys, torch.tensor([[word]])], dim=1)
+            if word == EOS:
+                break
+        rows.append(ys[0, 1:])
+    return nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
+
+
+def greedy_trimmed_sentences(model, src, max_len):
+    """One sentence at a time with its padding cut off, stopping early with a `done` mask: right."""
+    out = torch.full((src.shape[0], max_len), PAD)
+    for i, row in enumerate(src):
+        state = model.encode(row[row != PAD][None])
+        ys = torch.tensor([[BOS]])
+        for t in range(max_len):
+            logits = model.decode(ys, state)[:, -1]
+            logits = logits.index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
+            ys = torch.cat([ys, logits.max(-1).indices[:, None]], dim=1)
+            out[i, t] = ys[0, -1]
+            if ys[0, -1] == EOS:
+                break
+    return out
+
+
+@pytest.mark.parametrize(
+    "right",
+    [greedy_decode, greedy_full_length, greedy_calling_model, greedy_one_sentence_at_a_time, greedy_trimmed_sentences],
+)
 def test_greedy_answers_pass(right):
     assert check_greedy_decode(right) is True
 
 
-def test_greedy_stub_not_attempted(capsys):
-    assert_not_attempted(check_greedy_decode, stub, capsys)
+def test_the_greedy_check_model_tells_every_named_mistake_apart():
+    """The toy model and sources of the check make each named mistake change some row, and each differently."""
+    model, src = checks_seq2seq._decoder_model()
+    assert len({tuple(row.tolist()) for row in src}) == len(src)  # distinct sources: rows are found by content
+    max_len = checks_seq2seq._MAX_LEN
+    expected = greedy_decode(model, src, max_len)
+    outputs = [expected, *checks_seq2seq._greedy_mistakes(model, src, max_len).values()]
+    for i, a in enumerate(outputs):
+        for b in outputs[i + 1 :]:
+            assert not exact_matches(a, b).all()
+    ends = (expected == EOS).float().argmax(1)
+    assert len(set(ends.tolist())) > 1 and int(ends.max()) == max_len - 1  # rows end apart, one at the last step
 
 
 OUTSIDE_TARGET = torch.randint(3, 9, (10, 7))  # a target from the notebook's cells, not the check's batch
@@ -141,59 +246,139 @@ def feeds_outside_target(model, src, max_len):
     return model(src, shift_right(OUTSIDE_TARGET)).argmax(-1)
 
 
-def feeds_random_words(model, src, max_len):
-    """Right batch size, but the decoder reads words that are not its own predictions."""
-    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
-    out = []
-    for t in range(max_len):
-        word = model.decode(ys, model.encode(src))[:, -1].argmax(-1)
-        out.append(word)
-        ys = torch.cat([ys, src[:, t % src.shape[1], None].clamp(3, 8)], dim=1)  # feeds (clamped) source words instead
-    return torch.stack(out, 1)
+def make_greedy(
+    position=-1, steps=None, stop="all", special=True, feed="own", softmax_dim=None, start=BOS, keep_bos=False, pick="argmax"
+):
+    """A greedy loop with one mistake switched on."""
+
+    def fn(model, src, max_len):
+        state = model.encode(src)
+        ys = torch.full((src.shape[0], 1), start, dtype=torch.long)
+        out = []
+        for t in range(max_len if steps is None else steps(max_len)):
+            logits = model.decode(ys, state)[:, position]
+            if softmax_dim is not None:
+                logits = torch.softmax(logits, dim=softmax_dim)
+            if special:
+                logits = logits.index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
+            if pick == "argmax":
+                word = logits.argmax(-1)
+            else:
+                word = torch.multinomial(torch.softmax(logits, -1), 1)[:, 0]
+            out.append(word)
+            if feed == "own":
+                ys = torch.cat([ys, word[:, None]], dim=1)
+            elif feed == "source":
+                ys = torch.cat([ys, src[:, t % src.shape[1], None].clamp(3, 8)], dim=1)
+            ended = (torch.stack(out, 1) == EOS).any(1)
+            if (stop == "any" and ended.any()) or (stop == "all" and ended.all()):
+                break
+        result = torch.stack(out, 1)
+        return torch.cat([torch.full((src.shape[0], 1), BOS), result], 1)[:, :max_len] if keep_bos else result
+
+    return fn
 
 
-def feeds_bos_only(model, src, max_len):
-    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
-    out = [model.decode(ys, model.encode(src))[:, -1].argmax(-1) for _ in range(max_len)]
-    return torch.stack(out, 1)
-
-
-def reads_first_position(model, src, max_len):
+def returns_inside_the_loop(model, src, max_len):
+    state = model.encode(src)
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
     for _ in range(max_len):
-        ys = torch.cat([ys, model.decode(ys, model.encode(src))[:, 0].argmax(-1)[:, None]], dim=1)
+        logits = never_pad_or_bos(model.decode(ys, state)[:, -1])
+        ys = torch.cat([ys, logits.argmax(-1)[:, None]], dim=1)
+        return ys[:, 1:]
+
+
+def never_pad_or_bos(logits):
+    return logits.index_fill(-1, torch.tensor([PAD, BOS]), float("-inf"))
+
+
+def max_without_indices(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        word = never_pad_or_bos(model.decode(ys, state)[:, -1]).max(-1)
+        ys = torch.cat([ys, word[:, None]], dim=1)
     return ys[:, 1:]
 
 
-def keeps_bos(model, src, max_len):
-    return torch.cat([torch.full((src.shape[0], 1), BOS), greedy_decode(model, src, max_len)], dim=1)[:, :max_len]
-
-
-def samples(model, src, max_len):
+def max_with_unsqueeze(model, src, max_len):
+    state = model.encode(src)
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
     for _ in range(max_len):
-        probs = torch.softmax(model.decode(ys, model.encode(src))[:, -1], -1)
-        ys = torch.cat([ys, torch.multinomial(probs, 1)], dim=1)
+        word = never_pad_or_bos(model.decode(ys, state)[:, -1]).max(dim=-1)
+        ys = torch.cat([ys, word.unsqueeze(1)], dim=1)
     return ys[:, 1:]
 
 
-def too_many_steps(model, src, max_len):
-    return greedy_full_length(model, src, max_len + 3)
+def appends_along_the_batch(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)[:, None]], dim=0)
+    return ys[:, 1:]
 
 
-@pytest.mark.parametrize(
-    "wrong, phrases",
-    [
-        (feeds_outside_target, ["not taken from a variable outside", "no target"]),
-        (feeds_random_words, ["not fed its own output"]),
-        (feeds_bos_only, ["<bos> alone", "append"]),
-        (reads_first_position, ["first position", "logits[:, -1]"]),
-        (keeps_bos, ["starts with <bos>", "ys[:, 1:]"]),
-        (samples, ["differ from greedy", "not a sample"]),
-        (too_many_steps, ["at most max_len"]),
-        (lambda model, src, max_len: greedy_decode(model, src, max_len).float(), ["floats"]),
-    ],
-)
+def appends_a_row(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)[None]])
+    return ys[:, 1:]
+
+
+def argmax_over_the_batch(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(0)[:, None]], dim=1)
+    return ys[:, 1:]
+
+
+def float_decoder_input(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.ones(src.shape[0], 1) * BOS
+    for _ in range(max_len):
+        ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)[:, None]], dim=1)
+    return ys[:, 1:].long()
+
+
+def never_decodes(model, src, max_len):
+    return torch.full((src.shape[0], max_len), EOS)
+
+
+GREEDY_MISTAKES = [
+    (feeds_outside_target, ["not taken from a variable outside", "no target"]),
+    (make_greedy(feed="source"), ["not fed its own output"]),
+    (make_greedy(feed="bos"), ["<bos> alone", "append"]),
+    (make_greedy(feed="bos", special=False), ["<bos> alone"]),
+    (returns_inside_the_loop, ["first step", "`return`", "inside the `for` loop"]),
+    (make_greedy(position=0), ["first position", "logits[:, -1]"]),
+    (make_greedy(position=0, special=False), ["first position", "set the logits of <pad> and <bos> to -inf"]),
+    (make_greedy(keep_bos=True), ["starts with <bos>", "ys[:, 1:]"]),
+    (make_greedy(pick="sample"), ["differ from greedy", "not a sample"]),
+    (make_greedy(steps=lambda n: n + 3, stop="never"), ["at most max_len"]),
+    (make_greedy(steps=lambda n: n - 1, stop="never"), ["one step short", "range(max_len)"]),
+    (make_greedy(steps=lambda n: n - 1, stop="never", special=False), ["one step short"]),
+    (make_greedy(stop="any"), ["as soon as one row", ".all()"]),
+    (make_greedy(stop="any", special=False), ["as soon as one row"]),
+    (make_greedy(softmax_dim=0), ["softmax over the batch axis", "dim=0"]),
+    (make_greedy(softmax_dim=0, special=False), ["softmax over the batch axis"]),
+    (make_greedy(special=False), ["<pad> or <bos>", "-inf"]),
+    (make_greedy(special=False, stop="never"), ["<pad> or <bos>"]),
+    (make_greedy(start=PAD), ["does not start with <bos>"]),
+    (make_greedy(start=EOS), ["does not start with <bos>"]),
+    (max_without_indices, ["(values, indices)", "argmax(-1)"]),
+    (max_with_unsqueeze, ["(values, indices)", ".indices"]),
+    (argmax_over_the_batch, ["over the vocabulary, the last axis"]),
+    (appends_along_the_batch, ["as new rows", "dim=0", "dim=1"]),
+    (appends_a_row, ["along dim=1", "torch.cat joins along dim=0"]),
+    (float_decoder_input, ["dtype", "torch.long"]),
+    (never_decodes, ["never called model.decode"]),
+    (lambda model, src, max_len: greedy_decode(model, src, max_len).float(), ["floats"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", GREEDY_MISTAKES)
 def test_greedy_mistakes_are_named(wrong, phrases):
     assert_caught(check_greedy_decode, wrong, *phrases)
 
@@ -216,28 +401,111 @@ def additive_einsum(att, s, h, mask):
     return torch.einsum("bm,bmh->bh", weights, h), weights
 
 
-@pytest.mark.parametrize("right", [additive_attention, additive_other_way, additive_einsum])
+def additive_minus_1e9(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+    return torch.bmm(weights.unsqueeze(1), h).squeeze(1), weights
+
+
+def additive_additive_mask(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+    weights = torch.softmax(scores + (~mask) * -1e9, dim=-1)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def additive_renormalised_after_softmax(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+    weights = torch.softmax(scores, dim=-1) * mask
+    weights = weights / weights.sum(-1, keepdim=True)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def additive_stable_softmax_by_hand(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1).masked_fill(~mask, float("-inf"))
+    exps = torch.exp(scores - scores.max(-1, keepdim=True).values)
+    weights = exps / exps.sum(-1, keepdim=True)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def additive_in_float32(att, s, h, mask):
+    """Builds its scores in a float32 buffer (as in the course's float32 model): right at float32's precision."""
+    scores = torch.zeros(s.shape[0], h.shape[1])  # float32
+    for i in range(h.shape[1]):
+        scores[:, i] = att.v(torch.tanh(att.W1(h[:, i]) + att.W2(s))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def additive_loop_float32_context(att, s, h, mask):
+    """A float32 context accumulated in a loop from float64 weights: right at float32's precision."""
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    context = torch.zeros(h.shape[0], h.shape[2])
+    for i in range(h.shape[1]):
+        context += weights[:, i, None] * h[:, i]
+    return context, weights.float()
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        additive_attention,
+        additive_other_way,
+        additive_einsum,
+        additive_minus_1e9,
+        additive_additive_mask,
+        additive_renormalised_after_softmax,
+        additive_stable_softmax_by_hand,
+        additive_in_float32,
+        additive_loop_float32_context,
+    ],
+)
 def test_additive_answers_pass(right):
     assert check_additive_attention(right) is True
 
 
-def test_additive_stub_not_attempted(capsys):
-    assert_not_attempted(check_additive_attention, stub, capsys)
-
-
-def make_additive(act=torch.tanh, use_s=True, dim=-1, softmax=True, mask_mode="right", context="right", swap=False):
+def make_additive(
+    act=torch.tanh,
+    use_s=True,
+    use_v=True,
+    v_after=False,
+    scale=1.0,
+    dim=-1,
+    norm="softmax",
+    mask_mode="right",
+    fill=float("-inf"),
+    context="right",
+    swap=False,
+):
     def fn(att, s, h, mask):
         pre = att.W1(h) + (att.W2(s).unsqueeze(1) if use_s else 0)
-        scores = att.v(act(pre)).squeeze(-1)
+        if v_after:
+            scores = act(att.v(pre)).squeeze(-1)
+        elif use_v:
+            scores = att.v(act(pre)).squeeze(-1)
+        else:
+            scores = act(pre).sum(-1)
+        scores = scores / scale
         if mask_mode == "right":
-            scores = scores.masked_fill(~mask, float("-inf"))
+            scores = scores.masked_fill(~mask, fill)
         elif mask_mode == "inverted":
-            scores = scores.masked_fill(mask, float("-inf"))
-        weights = torch.softmax(scores, dim=dim) if softmax else scores
+            scores = scores.masked_fill(mask, fill)
+        if norm == "softmax":
+            weights = torch.softmax(scores, dim=dim)
+        elif norm == "log_softmax":
+            weights = torch.log_softmax(scores, dim=dim)
+        else:
+            weights = scores
+        if mask_mode == "after":
+            weights = weights * mask
+        elif mask_mode == "after -inf":
+            weights = weights.masked_fill(~mask, float("-inf"))
         if context == "right":
             c = (weights.unsqueeze(1) @ h).squeeze(1)
         elif context == "features":
             c = (weights[..., None] * h).sum(-1)
+        elif context == "keepdim":
+            c = weights.unsqueeze(1) @ h
         else:
             c = h.mean(1)
         return (weights, c) if swap else (c, weights)
@@ -245,24 +513,91 @@ def make_additive(act=torch.tanh, use_s=True, dim=-1, softmax=True, mask_mode="r
     return fn
 
 
-@pytest.mark.parametrize(
-    "wrong, phrases",
-    [
-        (make_additive(act=lambda x: x), ["tanh is missing"]),
-        (make_additive(act=torch.relu), ["ReLU"]),
-        (make_additive(act=torch.sigmoid), ["sigmoid"]),
-        (make_additive(use_s=False), ["decoder state is missing"]),
-        (make_additive(dim=0), ["wrong axis"]),
-        (make_additive(softmax=False), ["raw scores"]),
-        (make_additive(mask_mode="none"), ["mask is ignored"]),
-        (make_additive(mask_mode="inverted"), ["inverted"]),
-        (make_additive(context="features"), ["over the features"]),
-        (make_additive(context="mean"), ["plain mean"]),
-        (make_additive(swap=True), ["swapped"]),
-        (lambda att, s, h, mask: (torch.zeros(3, 6), torch.zeros(3, 5)), ["differs from the reference"]),
-        (lambda att, s, h, mask: att(s, h), ["att(s, h)"]),
-        (lambda att, s, h, mask: att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(0))), ["raised"]),
-    ],
-)
+def w1_on_s(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(s).unsqueeze(1) + att.W2(h))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def w2s_without_source_axis(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def weights_without_trailing_axis(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+    return (weights * h).sum(1), weights
+
+
+def stable_softmax_with_a_tuple(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1).masked_fill(~mask, float("-inf"))
+    largest = scores.max(-1)
+    exps = torch.exp(scores - largest[:, None])
+    weights = exps / exps.sum(-1, keepdim=True)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def weights_keep_an_axis(att, s, h, mask):
+    context, weights = additive_attention(att, s, h, mask)
+    return context, weights.unsqueeze(-1)
+
+
+ADDITIVE_MISTAKES = [
+    (make_additive(act=lambda x: x), ["tanh is missing"]),
+    (make_additive(act=torch.relu), ["ReLU"]),
+    (make_additive(act=torch.sigmoid), ["sigmoid"]),
+    (make_additive(v_after=True), ["tanh is applied after v"]),
+    (make_additive(use_v=False), ["v is missing", "att.v"]),
+    (make_additive(use_s=False), ["decoder state is missing"]),
+    (make_additive(scale=7**0.5), ["divided by sqrt(d)", "not scaled"]),
+    (make_additive(scale=6**0.5), ["divided by sqrt(d)"]),
+    (make_additive(scale=4**0.5), ["divided by sqrt(d)"]),
+    (make_additive(dim=0), ["wrong axis"]),
+    (make_additive(norm=None), ["raw scores"]),
+    (make_additive(norm="log_softmax"), ["log_softmax", "take the softmax"]),
+    (make_additive(norm="log_softmax", mask_mode="none"), ["log_softmax"]),
+    (make_additive(mask_mode="none"), ["mask is ignored"]),
+    (make_additive(mask_mode="inverted"), ["inverted"]),
+    (make_additive(fill=0.0), ["set to 0", "-inf"]),
+    (make_additive(fill=-10.0), ["still get some weight", "-inf"]),
+    (make_additive(fill=-3.0), ["still get some weight", "-1e9"]),
+    (make_additive(mask_mode="after"), ["after the softmax", "no longer sum to 1"]),
+    (make_additive(mask_mode="after -inf"), ["after the softmax, with -inf"]),
+    (make_additive(context="features"), ["over the features"]),
+    (make_additive(context="keepdim"), ["drop the middle axis", "squeeze(1)"]),
+    (make_additive(context="mean"), ["plain mean"]),
+    (make_additive(swap=True), ["swapped"]),
+    (weights_keep_an_axis, ["return them as (batch, m)"]),
+    (w1_on_s, ["att.W1 takes the encoder states h"]),
+    (w2s_without_source_axis, ["unsqueeze(1)", "every source position"]),
+    (weights_without_trailing_axis, ["weights[..., None] * h"]),
+    (stable_softmax_with_a_tuple, ["(values, indices)", ".values"]),
+    (lambda att, s, h, mask: (torch.zeros(3, 6), torch.zeros(3, 5)), ["differs from the reference"]),
+    (lambda att, s, h, mask: att(s, h), ["att(s, h)"]),
+    (lambda att, s, h, mask: att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(0))), ["raised"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", ADDITIVE_MISTAKES)
 def test_additive_mistakes_are_named(wrong, phrases):
     assert_caught(check_additive_attention, wrong, *phrases)
+
+
+def test_catalogue_sizes():
+    """At least the classes of issue 25 and the next likeliest mistakes, per check (the report quotes these counts)."""
+    sizes = (len(SHIFT_MISTAKES), len(MASK_MISTAKES), len(GREEDY_MISTAKES), len(ADDITIVE_MISTAKES))
+    assert all(size >= least for size, least in zip(sizes, (20, 18, 25, 30), strict=True)), sizes
+
+
+def additive_through_float32(att, s, h, mask):
+    """Computes in float32 and hands back float64: the check names the precision problem."""
+    w1, w2, v = (layer.weight.float() for layer in (att.W1, att.W2, att.v))
+    scores = (torch.tanh(h.float() @ w1.T + (s.float() @ w2.T)[:, None]) @ v.T)[..., 0]
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).double()
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def test_a_float64_answer_computed_in_float32_is_a_named_precision_problem():
+    assert_caught(check_additive_attention, additive_through_float32, "precision problem", "float32")

@@ -15,9 +15,13 @@ from helpers.models.seq2seq import (
     beam_search,
     cross_attention_weights,
     cut_at_eos,
+    exact_match_by_digits,
+    exact_matches,
     greedy_decode,
+    never_special,
     seq2seq_loss,
     sequence_accuracy,
+    sequence_log_prob,
     shift_right,
     source_padding_mask,
     train_seq2seq,
@@ -165,3 +169,130 @@ def test_loss_ignores_padding_and_training_learns(pairs):
     assert len(history.train_loss) == 60 and history.val_loss[-1] < history.val_loss[0] / 5
     exact, _ = sequence_accuracy(greedy_decode(model, pairs.src, 12), pairs.tgt)
     assert exact == 1.0  # six pairs memorised
+
+
+class PrefersSpecials(torch.nn.Module):
+    """A model whose most likely next word is <pad> at even steps and <bos> at odd ones; <eos> comes after 3 words."""
+
+    def encode(self, src):
+        return (src,)
+
+    def decode(self, tgt_in, state):
+        batch, n = tgt_in.shape
+        logits = torch.zeros(batch, n, 8, dtype=torch.float64)
+        logits[torch.arange(batch), :, 3 + torch.arange(batch) % 4] = 1.0  # the best real word, different per row
+        logits[:, torch.arange(n) % 2 == 0, PAD] = 5.0
+        logits[:, torch.arange(n) % 2 == 1, BOS] = 5.0
+        logits[:, 3:, EOS] = 3.0
+        return logits
+
+    def forward(self, src, tgt_in):
+        return self.decode(tgt_in, self.encode(src))
+
+
+def test_decoders_never_choose_pad_or_bos():
+    model, src = PrefersSpecials(), torch.ones(3, 4, dtype=torch.long)
+    for tokens in (greedy_decode(model, src, 6), beam_search(model, src, 6, width=1), beam_search(model, src, 6, width=3)):
+        words = cut_at_eos(tokens)
+        assert not ((words == BOS).any() or ((words == PAD) & ((tokens == EOS).cumsum(1) == 0)).any())
+        assert (tokens == EOS).any(1).all()  # every row ends
+    assert greedy_decode(model, src, 6)[:, :3].tolist() == [[3, 3, 3], [4, 4, 4], [5, 5, 5]]
+    assert never_special(torch.zeros(2, 5))[:, [PAD, BOS]].eq(float("-inf")).all()
+
+
+def test_the_models_take_a_learners_mask_function(pairs):
+    calls = []
+
+    def my_mask(src):
+        calls.append(src.shape)
+        return (src != PAD)[:, None, None, :]  # (batch, 1, 1, m): the check accepts this form too
+
+    torch.manual_seed(0)
+    ours = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24, source_padding_mask=my_mask).double().eval()
+    reference = small_transformer()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(pairs.src, shift_right(pairs.tgt)), reference(pairs.src, shift_right(pairs.tgt)))
+    assert calls == [pairs.src.shape]
+    torch.manual_seed(0)
+    gru = Seq2SeqGRU(SRC_V, TGT_V, embed=8, hidden=12, source_padding_mask=my_mask).double().eval()
+    torch.manual_seed(0)
+    gru_reference = Seq2SeqGRU(SRC_V, TGT_V, embed=8, hidden=12).double().eval()
+    with torch.no_grad():
+        torch.testing.assert_close(gru(pairs.src, shift_right(pairs.tgt)), gru_reference(pairs.src, shift_right(pairs.tgt)))
+
+
+def test_training_uses_the_shift_it_is_given(pairs):
+    seen = []
+
+    def my_shift(tgt):
+        seen.append(tgt.shape)
+        return shift_right(tgt)
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24)
+    train_seq2seq(model, pairs, pairs, epochs=2, batch_size=3, shift=my_shift)
+    assert len(seen) == 2 * (2 + 1)  # two batches and one validation pass per epoch
+
+
+def test_early_stopping_keeps_the_best_epoch(pairs, monkeypatch):
+    import helpers.models.seq2seq as seq2seq
+
+    accuracies = iter([0.5, 0.7, 0.9, 0.9005, 0.85, 0.95, 0.99])
+    monkeypatch.setattr(seq2seq, "_evaluate_teacher_forced", lambda model, data, shift=None: (1.0, next(accuracies)))
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24)
+    history = train_seq2seq(model, pairs, pairs, epochs=7, batch_size=3, patience=2, min_delta=0.001)
+    # 0.9005 is not 0.1 point above 0.9 and 0.85 is below: two epochs without progress after epoch 3
+    assert history.epochs == 5 and history.stopped_early and history.best_epoch == 4
+    assert history.val_token_acc == [0.5, 0.7, 0.9, 0.9005, 0.85]
+    with pytest.raises(ValueError, match="validation split"):
+        train_seq2seq(model, pairs, None, epochs=2, patience=2)
+
+
+def test_early_stopping_restores_the_weights_of_the_best_epoch(pairs, monkeypatch):
+    import helpers.models.seq2seq as seq2seq
+
+    snapshots, accuracies = [], iter([0.5, 0.9, 0.6, 0.7])
+
+    def fake_evaluate(model, data, shift=None):
+        snapshots.append({k: v.clone() for k, v in model.state_dict().items()})
+        return 1.0, next(accuracies)
+
+    monkeypatch.setattr(seq2seq, "_evaluate_teacher_forced", fake_evaluate)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24)
+    history = train_seq2seq(model, pairs, pairs, epochs=6, lr=1e-2, batch_size=3, patience=2)
+    assert history.epochs == 4 and history.best_epoch == 2
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, snapshots[1][name], atol=0, rtol=0)
+    assert history.cpu_seconds > 0 and history.seconds > 0
+
+
+def test_exact_match_by_digits():
+    numbers = torch.tensor([7, 42, 512, 1005, 999_999])
+    tgt = torch.tensor([[5, EOS], [6, EOS], [7, EOS], [8, EOS], [9, EOS]])
+    pred = torch.tensor([[5, EOS], [6, 6], [7, EOS], [8, EOS], [4, EOS]])
+    assert exact_matches(pred, tgt).tolist() == [True, False, True, True, False]
+    assert exact_match_by_digits(pred, tgt, numbers) == {
+        "1": (1.0, 1),
+        "2": (0.0, 1),
+        "3": (1.0, 1),
+        "4": (1.0, 1),
+        "6": (0.0, 1),
+    }
+    assert exact_match_by_digits(pred, tgt, numbers, merge_up_to=3) == {"1-3": (2 / 3, 3), "4": (1.0, 1), "6": (0.0, 1)}
+
+
+def test_sequence_log_prob_sums_the_words_up_to_eos(pairs):
+    model = small_transformer()
+    logp = sequence_log_prob(model, pairs.src, pairs.tgt)
+    with torch.no_grad():
+        full = torch.log_softmax(never_special(model(pairs.src, shift_right(pairs.tgt)).double()), -1)
+    by_hand = torch.stack(
+        [sum(full[b, t, pairs.tgt[b, t]] for t in range(int((pairs.tgt[b] != PAD).sum()))) for b in range(len(pairs.tgt))]
+    )
+    torch.testing.assert_close(logp, by_hand, atol=1e-12, rtol=0)
+    assert (logp < 0).all()
+    # what comes after a row's first <eos> does not count
+    longer = torch.cat([pairs.tgt, torch.full((6, 2), 9)], 1)
+    torch.testing.assert_close(sequence_log_prob(model, pairs.src, longer), logp, atol=1e-12, rtol=0)

@@ -2,11 +2,17 @@
 
 Each runs the student's code on fresh random inputs next to the reference in ``helpers.models.seq2seq``
 (itself tested against ``helpers.attention`` and PyTorch) and names the typical mistakes: an off-by-one
-shift, a mask that hides the queries instead of the keys, a decoding loop that does not feed the model its
-own output, a missing tanh or a softmax over the wrong axis.
+shift or one along the batch axis, a mask that hides the queries instead of the keys or is off by one, a
+decoding loop that does not feed the model its own output or stops too early, a missing tanh, ``v`` or
+softmax, padding filled with 0 instead of ``-inf``. Where an error message hides the cause (``x.max(dim)``'s
+pair, ``torch.cat``'s default axis, a broadcast without its new axis), the check says what it means.
 """
 
 from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -14,7 +20,9 @@ from torch import Tensor, nn
 from helpers.attention import AdditiveAttention
 from helpers.checks._core import (
     ExerciseFailed,
+    NotAttempted,
     call,
+    dtype_tolerance,
     exercise,
     expect_close,
     expect_tensor,
@@ -22,22 +30,67 @@ from helpers.checks._core import (
     require_attempt,
 )
 from helpers.data.translation import BOS, EOS, PAD
-from helpers.models.seq2seq import additive_attention, cut_at_eos, greedy_decode, shift_right
+from helpers.models.seq2seq import additive_attention, cut_at_eos, exact_matches, greedy_decode, never_special, shift_right
 
 __all__ = ["check_shift_right", "check_source_padding_mask", "check_greedy_decode", "check_additive_attention"]
 
 
-def _random_targets(batch: int, lengths: list[int], vocab: int = 20) -> Tensor:
+def _random_targets(batch: int, lengths: list[int], vocab: int = 20, generator: torch.Generator | None = None) -> Tensor:
     """Padded targets ``(batch, max(lengths))``: random words, ``<eos>`` at the end of each row, then ``<pad>``."""
     n = max(lengths)
     tgt = torch.full((batch, n), PAD, dtype=torch.long)
     for row, length in enumerate(lengths):
-        tgt[row, : length - 1] = torch.randint(3, vocab, (length - 1,))
+        tgt[row, : length - 1] = torch.randint(3, vocab, (length - 1,), generator=generator)
         tgt[row, length - 1] = EOS
     return tgt
 
 
+def _hinted(fn: Callable, what: str, hint: Callable[[Exception], str]) -> Callable:
+    """The student's ``fn``; an exception whose raw message hides its cause becomes a failure with ``hint(err)`` added.
+
+    The stub's ``NotImplementedError`` and the check's own failures pass through untouched (``call`` reads them).
+    """
+    name = getattr(fn, "__name__", type(fn).__name__)
+
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (NotImplementedError, ExerciseFailed, NotAttempted):
+            raise
+        except Exception as err:
+            extra = hint(err)
+            if not extra:
+                raise
+            raise ExerciseFailed(
+                f"calling your `{name}` with {what} raised {type(err).__name__}: {str(err).rstrip('.')}. {extra}"
+            ) from None
+
+    wrapped.__name__ = name
+    return wrapped
+
+
+def _is_tuple_mistake(message: str) -> bool:
+    """``x.max(dim)``, ``x.min(dim)``, ``x.topk(k)`` and ``x.sort()`` return pairs; using one as a tensor fails so."""
+    return "return_types" in message or bool(
+        re.search(r"tuple indices must be|'tuple' object has no attribute|tuple' and 'Tensor'|'Tensor' and 'tuple'", message)
+    )
+
+
 # ---------------------------------------------------------------- shift right
+
+
+def _shift_hint(err: Exception) -> str:
+    message = str(err)
+    if "Sizes of tensors must match except in dimension 0" in message:
+        return (
+            "torch.cat joins along dim=0, the batch axis, unless told otherwise: the <bos> column goes in front of the "
+            "positions, along dim=1: torch.cat([bos, tgt[:, :-1]], dim=1)"
+        )
+    if "must have same number of dimensions" in message or "Dimension out of range" in message:
+        return "the <bos> part must be a column of shape (batch, 1), as tgt[:, :1] is: torch.full_like(tgt[:, :1], BOS)"
+    if "expected Tensor as element" in message:
+        return "torch.cat joins tensors: make <bos> a (batch, 1) tensor first, torch.full_like(tgt[:, :1], BOS)"
+    return ""
 
 
 def _shift_mistakes(tgt: Tensor) -> dict[str, Tensor]:
@@ -63,16 +116,43 @@ def check_shift_right(shift_right_fn) -> None:
     require_attempt(shift_right_fn, "shift_right")
     for lengths in ([4, 7, 2], [5, 5, 3, 6, 1]):
         tgt = _random_targets(len(lengths), lengths)
-        out = expect_tensor(call(shift_right_fn, tgt, what=f"tgt of shape {tuple(tgt.shape)}"), "the decoder input")
-        n = tgt.shape[1]
-        if out.shape == (tgt.shape[0], n + 1):
+        batch, n = tgt.shape
+        what = f"tgt of shape {tuple(tgt.shape)}"
+        out = expect_tensor(call(_hinted(shift_right_fn, what, _shift_hint), tgt, what=what), "the decoder input")
+        if out.shape == (batch, n + 1):
             raise ExerciseFailed(
                 f"the decoder input has {n + 1} positions for a target of {n}: <bos> was put in front but the last "
                 "position was not dropped (tgt[:, :-1]); the decoder input and the target must have the same length, "
                 "since position t of one predicts position t of the other"
             )
+        if out.shape == (batch, n - 1):
+            raise ExerciseFailed(
+                f"the decoder input has {n - 1} positions for a target of {n}: the last position was dropped but <bos> "
+                "was not put in front; torch.cat([bos, tgt[:, :-1]], dim=1) with bos a (batch, 1) column of BOS"
+            )
+        if out.shape[0] == batch + 1:
+            raise ExerciseFailed(
+                f"the decoder input has {batch + 1} rows for a batch of {batch}: <bos> was added as a new row, along "
+                "dim=0 (the batch axis, torch.cat's default); it goes in front of each row's positions: dim=1"
+            )
+        if out.shape == (n, batch) and n != batch:
+            raise ExerciseFailed(
+                f"the decoder input has shape {(n, batch)}, the target's {(batch, n)} transposed: keep (batch, n)"
+            )
         if out.is_floating_point() or out.dtype == torch.bool:
             raise ExerciseFailed(f"the decoder input has dtype {out.dtype}; token ids are integers (torch.long), as tgt")
+        if out.shape == tgt.shape:
+            ids = out.long()
+            if torch.equal(ids[1:], tgt[:-1]) or torch.equal(ids[1:], shift_right(tgt)[:-1]):
+                raise ExerciseFailed(
+                    "the rows were shifted instead of the positions: row b holds the target of row b - 1, a shift along "
+                    "dim=0, the batch axis (torch.cat's default, or tgt[:-1] instead of tgt[:, :-1]); shift along dim=1"
+                )
+            if bool((ids[:, -1] == BOS).all()) and not bool((ids[:, 0] == BOS).all()):
+                raise ExerciseFailed(
+                    "<bos> is at the end of every row: the start token goes first, where the decoder starts reading; "
+                    "torch.cat([bos, tgt[:, :-1]], dim=1)"
+                )
         expect_close(out.long(), shift_right(tgt), "the decoder input", atol=0, rtol=0, mistakes=_shift_mistakes(tgt))
         if out.dtype != torch.long:
             raise ExerciseFailed(f"the decoder input has dtype {out.dtype}; nn.Embedding needs torch.long ids, as tgt has")
@@ -81,16 +161,12 @@ def check_shift_right(shift_right_fn) -> None:
 # ---------------------------------------------------------------- padding mask
 
 
-def _random_sources(lengths: list[int], vocab: int = 20) -> Tensor:
-    return _random_targets(len(lengths), lengths, vocab)
-
-
 @exercise("source padding mask")
 def check_source_padding_mask(mask_fn) -> None:
     """Check ``source_padding_mask(src) -> bool (batch, 1, m)`` (or ``(batch, 1, 1, m)``), ``True`` = a real token."""
     require_attempt(mask_fn, "source_padding_mask")
-    for lengths in ([3, 6, 4, 2], [5, 1, 5]):
-        src = _random_sources(lengths)
+    for lengths in ([3, 6, 4, 2], [5, 1, 5]):  # one row of each batch is full length (no padding), one is all <eos>
+        src = _random_targets(len(lengths), lengths)
         batch, m = src.shape
         out = expect_tensor(call(mask_fn, src, what=f"src of shape {tuple(src.shape)}"), "the mask")
         real = src != PAD  # (batch, m)
@@ -111,12 +187,23 @@ def check_source_padding_mask(mask_fn) -> None:
                 f"the mask has shape {shape}; against scores (batch, heads, n, m) it would be read as (n, m), one row per query, "
                 "not per sentence: add the query axis, mask[:, None, :] -> (batch, 1, m)"
             )
+        if shape == (1, batch, m) and batch != 1:
+            raise ExerciseFailed(
+                f"the mask has shape {shape}: the new axis went in front, so the sentences would line up with the queries; "
+                "the query axis goes second, mask[:, None, :] -> (batch, 1, m)"
+            )
         if shape == (batch, m, m):
             both = real[:, :, None] & real[:, None, :]
             if torch.equal(out, both):
                 raise ExerciseFailed(
-                    "the mask hides the padded queries as well as the keys: a padded query's row is then all False and its "
-                    "softmax is 0/0 = NaN. Mask the keys only, (src != pad)[:, None, :] of shape (batch, 1, m)"
+                    "the mask hides the padded queries as well as the keys: a padded query's row is then all False, and an "
+                    "explicit softmax of nothing but -inf is 0/0 = NaN (PyTorch's fused kernel returns zeros there instead). "
+                    "Mask the keys only, (src != pad)[:, None, :] of shape (batch, 1, m)"
+                )
+            if torch.equal(out, real[:, None, :].expand(batch, m, m)):
+                raise ExerciseFailed(
+                    f"the mask has shape {shape}: one row per query, for exactly m = {m} queries. Cross-attention has as "
+                    "many queries as target positions, so keep the query axis of size 1 to broadcast: (batch, 1, m)"
                 )
         if shape not in ((batch, 1, m), (batch, 1, 1, m)):
             raise ExerciseFailed(
@@ -129,8 +216,27 @@ def check_source_padding_mask(mask_fn) -> None:
                 "the mask is inverted: True marks the padding. The course's convention (F.scaled_dot_product_attention's) "
                 "is True = may attend, so True on the real tokens: src != pad"
             )
-        if torch.equal(flat, src != EOS) or torch.equal(flat, (src != PAD) & (src != EOS)):
-            raise ExerciseFailed("the mask hides <eos>: only <pad> (id 0) is padding; <eos> is a real source token")
+        if bool(flat.all()):
+            raise ExerciseFailed(
+                "the mask is True everywhere, so the padding is attended to: it compares with an id that never occurs in "
+                f"src, such as <bos> (id {BOS}); padding is <pad> (id {PAD}): src != PAD"
+            )
+        if not bool(flat.any()):
+            raise ExerciseFailed("the mask is False everywhere: every key is hidden; True marks the real tokens, src != PAD")
+        lengths_t = real.sum(1, keepdim=True)  # (batch, 1)
+        positions = torch.arange(m)[None, :]  # (1, m)
+        if torch.equal(flat, positions < lengths_t - 1) or torch.equal(flat, real & (src != EOS)):
+            raise ExerciseFailed(
+                "the mask hides each sentence's last real token, <eos>: an off-by-one (positions < lengths, not "
+                "lengths - 1), or <eos> taken for padding. Only <pad> (id 0) is padding; <eos> is a real source token"
+            )
+        if torch.equal(flat, positions <= lengths_t) or torch.equal(flat, positions < lengths_t + 1):
+            raise ExerciseFailed(
+                "the mask lets every padded sentence attend to one padding position after its end: an off-by-one "
+                "(positions < lengths, not <=)"
+            )
+        if torch.equal(flat, src != EOS):
+            raise ExerciseFailed("the mask compares with <eos> (id 2); padding is <pad> (id 0): src != PAD")
         if not torch.equal(flat, real):
             bad = int((flat != real).sum())
             raise ExerciseFailed(f"the mask is wrong at {bad} of {flat.numel()} source positions: it should be src != pad")
@@ -140,31 +246,61 @@ def check_source_padding_mask(mask_fn) -> None:
 
 
 class _Recorder(nn.Module):
-    """Wraps the check's model: records every decoder input the student's loop feeds it, and stops a foreign one."""
+    """Wraps the check's model: records which rows of the check's sources each decoder call ran, and what it was fed.
 
-    def __init__(self, model: nn.Module, batch: int) -> None:
+    A loop may decode the whole batch at once or a few sentences (one) at a time: each call's rows are found by
+    matching the sources the state was encoded from. A decoder input whose rows are not the state's rows (a target
+    taken from outside the function) fails by name, and so does one that holds no token ids.
+    """
+
+    def __init__(self, model: nn.Module, src: Tensor) -> None:
         super().__init__()
         self.model = model
-        self.batch = batch
-        self.inputs: list[Tensor] = []
-        self.encoded = 0
+        self.src = src
+        self.calls: list[tuple[list[int] | None, Tensor]] = []
+
+    def _rows(self, encoded: object) -> list[int] | None:
+        if not isinstance(encoded, Tensor) or encoded.dim() != 2 or encoded.shape[1] > self.src.shape[1]:
+            return None
+        rows = []
+        width = encoded.shape[1]
+        for row in encoded:
+            same = (self.src[:, :width] == row).all(1) & (self.src[:, width:] == PAD).all(1)
+            found = same.nonzero().flatten().tolist()
+            if len(found) != 1:
+                return None
+            rows.append(found[0])
+        return rows
 
     def encode(self, src: Tensor) -> tuple[Tensor, ...]:
-        self.encoded += 1
         return self.model.encode(src)
 
     def decode(self, tgt_in: Tensor, state: tuple[Tensor, ...]) -> Tensor:
         if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2:
             got = tuple(tgt_in.shape) if isinstance(tgt_in, Tensor) else type(tgt_in).__name__
             raise ExerciseFailed(f"the decoder input should be (batch, t) token ids, got {got}")
-        if tgt_in.shape[0] != self.batch:
+        if tgt_in.is_floating_point() or tgt_in.dtype == torch.bool:
             raise ExerciseFailed(
-                f"the decoder was fed {tgt_in.shape[0]} rows for a source batch of {self.batch}: the decoder input must "
-                "be built inside the loop from <bos> and the model's own predictions, not taken from a variable outside "
-                "the function (such as a target from the cells above: at translation time there is no target)"
+                f"the decoder input has dtype {tgt_in.dtype}: it holds token ids, integers (torch.long), which the "
+                "embedding looks up; start from torch.full((batch, 1), BOS, dtype=torch.long) and append argmax results"
             )
-        self.inputs.append(tgt_in.detach().clone())
-        return self.model.decode(tgt_in, state)
+        encoded = state[0] if isinstance(state, (tuple, list)) and len(state) > 0 else None
+        rows = encoded.shape[0] if isinstance(encoded, Tensor) and encoded.dim() == 2 else None
+        if rows and tgt_in.shape[0] > rows and tgt_in.shape[0] % rows == 0 and bool((tgt_in[:rows, 0] == BOS).all()):
+            raise ExerciseFailed(
+                f"the decoder input has {tgt_in.shape[0]} rows for {rows} source sentences: the predicted words were "
+                "appended as new rows, along dim=0 (the batch axis, torch.cat's default); append them as a new "
+                "column, ys = torch.cat([ys, next_word[:, None]], dim=1)"
+            )
+        if isinstance(encoded, Tensor) and encoded.dim() == 2 and tgt_in.shape[0] != encoded.shape[0]:
+            raise ExerciseFailed(
+                f"the decoder was fed {tgt_in.shape[0]} rows for {encoded.shape[0]} encoded source sentences: the decoder "
+                "input must be built inside the loop from <bos> and the model's own predictions, one row per source "
+                "sentence, not taken from a variable outside the function (such as a target from the cells above: at "
+                "translation time there is no target)"
+            )
+        self.calls.append((self._rows(encoded), tgt_in.detach().clone()))
+        return self.model.decode(tgt_in.long(), state)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         return self.decode(tgt_in, self.encode(src))
@@ -173,17 +309,22 @@ class _Recorder(nn.Module):
 class _ToyTranslator(nn.Module):
     """A tiny causal model with the seq2seq interface whose next word depends on the last word fed and the source.
 
-    ``logits[b, t] = A[tgt_in[b, t]] + B[src[b, t]] + C[t]`` (random tables): a loop that feeds the wrong
-    words, or reads the wrong position, produces other sentences. Rows end (``<eos>``) at different steps.
+    ``logits[b, t] = A[tgt_in[b, t]] + B[src[b, min(t, length_b - 1)]] + C[t]`` (random tables): a loop that feeds
+    the wrong words, or reads the wrong position, produces other sentences. Padding at the end of a source changes
+    nothing (so a sentence may be decoded alone, trimmed or not). Rows end (``<eos>``) at different steps; ``<pad>``
+    and ``<bos>`` are sometimes the most likely word, which a decoder must never choose.
     """
 
-    def __init__(self, src_vocab: int = 12, tgt_vocab: int = 9, max_len: int = 16) -> None:
+    def __init__(self, generator: torch.Generator, src_vocab: int = 12, tgt_vocab: int = 9, max_len: int = 16) -> None:
         super().__init__()
-        self.A = nn.Parameter(torch.randn(tgt_vocab, tgt_vocab, dtype=torch.float64) * 2)
-        self.B = nn.Parameter(torch.randn(src_vocab, tgt_vocab, dtype=torch.float64) * 2)
-        self.C = nn.Parameter(torch.randn(max_len, tgt_vocab, dtype=torch.float64))
+
+        def table(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+        self.A = nn.Parameter(table(tgt_vocab, tgt_vocab) * 2)
+        self.B = nn.Parameter(table(src_vocab, tgt_vocab) * 2)
+        self.C = nn.Parameter(table(max_len, tgt_vocab))
         with torch.no_grad():
-            self.A[:, PAD] = self.A[:, BOS] = -20.0  # never generated
             self.C[:, EOS] += torch.linspace(-2.0, 4.0, max_len, dtype=torch.float64)  # <eos> grows likelier
 
     def encode(self, src: Tensor) -> tuple[Tensor]:
@@ -192,49 +333,114 @@ class _ToyTranslator(nn.Module):
     def decode(self, tgt_in: Tensor, state: tuple[Tensor, ...]) -> Tensor:
         src = state[0]
         n = tgt_in.shape[1]
-        cols = torch.arange(n).clamp(max=src.shape[1] - 1)
-        return self.A[tgt_in] + self.B[src[:, cols]] + self.C[:n]  # (batch, n, tgt_vocab)
+        last = (src != PAD).sum(1, keepdim=True).clamp(min=1) - 1  # (batch, 1)
+        cols = torch.minimum(torch.arange(n)[None, :], last)  # (batch, n)
+        return self.A[tgt_in] + self.B[src.gather(1, cols)] + self.C[:n]  # (batch, n, tgt_vocab)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         return self.decode(tgt_in, self.encode(src))
 
 
+#: The toy's seed and the check's max_len: chosen (tests/test_checks_seq2seq.py checks it) so that every named
+#: mistake below changes at least one row, and no two of them give the same rows.
+_TOY_SEED, _MAX_LEN = 7, 7
+
+
 def _decoder_model() -> tuple[_ToyTranslator, Tensor]:
-    """The toy model and a batch of sources."""
-    model = _ToyTranslator().eval()
-    src = _random_targets(6, [6, 3, 5, 2, 6, 4], vocab=12)
+    """The toy model and a batch of six distinct sources of different lengths."""
+    generator = torch.Generator().manual_seed(_TOY_SEED)
+    model = _ToyTranslator(generator).eval()
+    src = _random_targets(6, [6, 3, 5, 2, 6, 4], vocab=12, generator=generator)
     return model, src
 
 
-def _compare_rows(out: Tensor, expected: Tensor, max_len: int) -> list[int]:
-    out, expected = cut_at_eos(out), cut_at_eos(expected)
-    length = max(out.shape[1], expected.shape[1])
-    pad = torch.nn.functional.pad
-    out = pad(out, (0, length - out.shape[1]), value=PAD)
-    expected = pad(expected, (0, length - expected.shape[1]), value=PAD)
-    return [i for i in range(len(out)) if not torch.equal(out[i], expected[i])]
+@torch.no_grad()
+def _greedy_variant(
+    model: nn.Module,
+    src: Tensor,
+    max_len: int,
+    *,
+    position: int = -1,
+    steps: int | None = None,
+    stop_on_any: bool = False,
+    special: bool = True,
+    batch_softmax: bool = False,
+) -> Tensor:
+    """Greedy decoding with one typical mistake switched on (the defaults are the right loop)."""
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len if steps is None else steps):
+        logits = model.decode(ys, state)[:, position]  # (batch, vocab)
+        if batch_softmax:
+            logits = torch.softmax(logits, dim=0)
+        if special:
+            logits = never_special(logits)
+        ys = torch.cat([ys, logits.argmax(-1)[:, None]], dim=1)
+        ended = (ys == EOS).any(1)
+        if bool(ended.all()) or (stop_on_any and bool(ended.any())):
+            break
+    return ys[:, 1:]
+
+
+def _greedy_mistakes(model: nn.Module, src: Tensor, max_len: int, special: bool = True) -> dict[str, Tensor]:
+    """What each typical mistake of the loop returns on the check's model and sources (``special``: <pad> and <bos> masked)."""
+    return {
+        "the loop chose <pad> or <bos> as a word: neither can be part of a translation, so set their logits to -inf "
+        "before the argmax (logits[:, [PAD, BOS]] = float('-inf'))": _greedy_variant(model, src, max_len, special=False),
+        "the next word is read from the first position's logits (logits[:, 0]); the prediction for the next word "
+        "is at the last position, logits[:, -1]": _greedy_variant(model, src, max_len, position=0, special=special),
+        "the loop stops as soon as one row has produced <eos>, cutting the others short: stop only when every row "
+        "has one, (ys == EOS).any(dim=1).all()": _greedy_variant(model, src, max_len, stop_on_any=True, special=special),
+        "the loop runs one step short (max_len - 1 steps): a sentence may need all max_len steps; "
+        "for _ in range(max_len)": _greedy_variant(model, src, max_len, steps=max_len - 1, special=special),
+        "a softmax over the batch axis (dim=0) before the argmax mixes the sentences and changes which word wins; "
+        "the most likely word is the argmax of the logits over the vocabulary (a softmax over dim=-1 would not "
+        "change it, so none is needed)": _greedy_variant(model, src, max_len, batch_softmax=True, special=special),
+    }
+
+
+def _greedy_hint(err: Exception) -> str:
+    message = str(err)
+    if _is_tuple_mistake(message):
+        return (
+            "x.max(dim) returns a pair (values, indices), not a tensor; the next word is the position of the largest "
+            "logit, its index: logits[:, -1].argmax(-1) (or logits[:, -1].max(-1).indices)"
+        )
+    if "Sizes of tensors must match" in message or "must have same number of dimensions" in message:
+        along = " (torch.cat joins along dim=0, the batch axis, unless told otherwise)" if "dimension 0" in message else ""
+        return (
+            "the new column must have one entry per sentence: next_word = logits[:, -1].argmax(-1) is (batch,) (the "
+            f"maximum over the vocabulary, the last axis), appended as next_word[:, None] along dim=1{along}"
+        )
+    return ""
+
+
+def _rows_differing(out: Tensor, expected: Tensor) -> list[int]:
+    return (~exact_matches(out, expected)).nonzero().flatten().tolist()
 
 
 @exercise("greedy decoding")
-def check_greedy_decode(decode_fn, max_len: int = 7) -> None:
+def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     """Check ``greedy_decode(model, src, max_len) -> (batch, L)`` tokens without ``<bos>``, each row up to its ``<eos>``.
 
     The rows are compared up to their first ``<eos>``, so a loop may stop when every row has ended or run all
-    ``max_len`` steps, and may leave anything after a row's ``<eos>``.
+    ``max_len`` steps, may leave anything after a row's ``<eos>``, and may decode the batch at once or one
+    sentence at a time.
     """
     require_attempt(decode_fn, "greedy_decode")
     model, src = _decoder_model()
-    recorder = _Recorder(model, src.shape[0])
+    recorder = _Recorder(model, src)
     expected = greedy_decode(model, src, max_len)  # (6, L)
+    what = f"a small model, src {tuple(src.shape)}, max_len={max_len}"
     with torch.no_grad():
-        out = call(decode_fn, recorder, src.clone(), max_len, what=f"a small model, src {tuple(src.shape)}, max_len={max_len}")
+        out = call(_hinted(decode_fn, what, _greedy_hint), recorder, src.clone(), max_len, what=what)
     out = expect_tensor(out, "the decoded tokens")
     if out.dim() != 2 or out.shape[0] != src.shape[0]:
         raise ExerciseFailed(f"the decoded tokens have shape {tuple(out.shape)}; expected (batch, L) = ({src.shape[0]}, L)")
     if out.is_floating_point():
         raise ExerciseFailed("the decoded tokens are floats: return the ids (argmax gives torch.long)")
     out = out.long()
-    if not recorder.inputs:
+    if not recorder.calls:
         raise ExerciseFailed("the loop never called model.decode (or the model): each step runs the decoder on the words so far")
     if out.shape[1] > max_len:
         raise ExerciseFailed(
@@ -243,54 +449,79 @@ def check_greedy_decode(decode_fn, max_len: int = 7) -> None:
         )
     if bool((out[:, 0] == BOS).all()):
         raise ExerciseFailed("every row starts with <bos>: return the generated words only, ys[:, 1:]")
-    if not _compare_rows(out, expected, max_len):
+    if not _rows_differing(out, expected):
         return
-    # wrong: say why, from what the loop fed the decoder
-    for x in recorder.inputs:
+    # wrong: say why, from what the loop fed the decoder, then from what each typical mistake returns
+    for _, x in recorder.calls:
         if not bool((x[:, 0] == BOS).all()):
-            raise ExerciseFailed("the decoder input does not start with <bos> (id 1): every row begins with the start token")
-    lengths = {x.shape[1] for x in recorder.inputs}
-    if lengths == {1}:
+            raise ExerciseFailed(f"the decoder input does not start with <bos> (id {BOS}): every row begins with the start token")
+    if out.shape[1] == 1 and expected.shape[1] > 1 and torch.equal(out[:, 0], expected[:, 0]):
+        raise ExerciseFailed(
+            "only the first word came back: the loop ended after its first step. Is the `return` indented inside the "
+            "`for` loop? Return after the loop has run (dedent it), once every row has <eos> or max_len steps are done"
+        )
+    if len(recorder.calls) > 1 and {x.shape[1] for _, x in recorder.calls} == {1}:
         raise ExerciseFailed(
             "the decoder was fed <bos> alone at every step: append each predicted word to the decoder input "
             "(ys = torch.cat([ys, next_word[:, None]], dim=1)), so that step t sees the words before it"
         )
     own = cut_at_eos(out)
-    for x in recorder.inputs:
+    for rows, x in recorder.calls:
         t = x.shape[1] - 1
-        if t == 0 or t > own.shape[1]:
+        if rows is None or t == 0 or t > own.shape[1]:
             continue
-        fed, mine = x[:, 1:], own[:, :t]
+        fed, mine = x[:, 1:], own[rows, :t]
         live = ~((mine == EOS).cumsum(1) - (mine == EOS).long()).bool()  # positions up to each row's first <eos>
         if not torch.equal(fed[live], mine[live]):
             raise ExerciseFailed(
                 "the decoder is not fed its own output: at each step the input must be <bos> followed by the words the "
                 "model itself chose at the steps before (at translation time there is no target to feed)"
             )
-    first = _first_position_decode(model, src, max_len)
-    if not _compare_rows(out, first, max_len):
-        raise ExerciseFailed(
-            "the next word is read from the first position's logits (logits[:, 0]); the prediction for the next word "
-            "is at the last position, logits[:, -1]"
-        )
-    rows = _compare_rows(out, expected, max_len)
+    for special in (True, False):  # each mistake alone, then with <pad> and <bos> left unmasked as well
+        for message, wrong in _greedy_mistakes(model, src, max_len, special).items():
+            if not _rows_differing(out, wrong):
+                also = "" if special or "<pad> or <bos>" in message else "; and set the logits of <pad> and <bos> to -inf"
+                raise ExerciseFailed(message + also)
+    rows = _rows_differing(out, expected)
     raise ExerciseFailed(
         f"rows {rows} differ from greedy decoding: at each step take the most likely word, logits[:, -1].argmax(-1) "
-        "(not a sample), and append it to the decoder input"
+        "(not a sample), never <pad> or <bos>, and append it to the decoder input"
     )
 
 
-@torch.no_grad()
-def _first_position_decode(model: nn.Module, src: Tensor, max_len: int) -> Tensor:
-    """The typical mistake: read the next word from position 0's logits instead of the last position's."""
-    state = model.encode(src)
-    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
-    for _ in range(max_len):
-        ys = torch.cat([ys, model.decode(ys, state)[:, 0].argmax(-1)[:, None]], 1)
-    return ys[:, 1:]
-
-
 # ---------------------------------------------------------------- additive attention
+
+
+_SIZES = {"batch": 3, "m": 5, "d_s": 4, "d_h": 6, "d_att": 7}  # all different, so that a swapped axis shows
+
+
+def _additive_hint(err: Exception) -> str:
+    message = str(err)
+    batch, m, d_s, d_h, d_att = _SIZES.values()
+    if _is_tuple_mistake(message):
+        return (
+            "x.max(dim) returns a pair (values, indices), not a tensor: take .values (x.max(dim, keepdim=True).values), "
+            "or use x.amax(dim, keepdim=True), which returns the tensor alone"
+        )
+    if "cannot be multiplied" in message:
+        return (
+            f"att.W1 takes the encoder states h ({d_h} features) and att.W2 the decoder state s ({d_s} features): "
+            "W1(h) + W2(s), not W1(s) or W2(h)"
+        )
+    found = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", message)
+    if found:
+        pair = {int(found.group(1)), int(found.group(2))}
+        if pair == {batch, m}:
+            return (
+                "W2(s) is (batch, d_att) and W1(h) is (batch, m, d_att): give W2(s) the source axis, att.W2(s).unsqueeze(1), "
+                "so that it is added at every source position"
+            )
+        if pair == {m, d_h}:
+            return (
+                "weights (batch, m) and h (batch, m, d_h) line up only with a trailing axis on the weights: "
+                "(weights[..., None] * h).sum(1), or (weights.unsqueeze(1) @ h).squeeze(1)"
+            )
+    return ""
 
 
 def _additive_mistakes(att: AdditiveAttention, s: Tensor, h: Tensor, mask: Tensor) -> dict[str, tuple[Tensor, Tensor]]:
@@ -302,63 +533,145 @@ def _additive_mistakes(att: AdditiveAttention, s: Tensor, h: Tensor, mask: Tenso
         weights = torch.softmax(scores, dim=dim) if softmax else scores
         return (weights.unsqueeze(1) @ h).squeeze(1), weights
 
+    def from_weights(weights: Tensor) -> tuple[Tensor, Tensor]:
+        return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
     def score(hidden: Tensor) -> Tensor:
         return att.v(hidden).squeeze(-1)  # (batch, m)
 
     right = score(torch.tanh(w1h + w2s))
+    unmasked = torch.softmax(right, dim=-1)
+    scaled = "the scores are divided by sqrt(d) as in dot-product attention; additive scores are not scaled (their size is set by the learned v)"
     return {
         "the tanh is missing: the scores are v^T tanh(W1 h_i + W2 s); without the tanh they are linear in h_i "
         "and s, and the decoder state cannot change which word is preferred": finish(score(w1h + w2s)),
         "the non-linearity is a ReLU; Bahdanau's score uses tanh": finish(score(torch.relu(w1h + w2s))),
         "the non-linearity is a sigmoid; Bahdanau's score uses tanh": finish(score(torch.sigmoid(w1h + w2s))),
+        "the tanh is applied after v: the score is v^T tanh(W1 h_i + W2 s), the tanh first, then the product with v": finish(
+            torch.tanh(score(w1h + w2s))
+        ),
+        "the vector v is missing: the d_att features of tanh(W1 h_i + W2 s) were summed into a score; v^T weighs "
+        "them, att.v(...).squeeze(-1)": finish(torch.tanh(w1h + w2s).sum(-1)),
+        "the vector v is missing: the d_att features of tanh(W1 h_i + W2 s) were averaged into a score; v^T weighs "
+        "them, att.v(...).squeeze(-1)": finish(torch.tanh(w1h + w2s).mean(-1)),
         "the decoder state is missing from the score (W2 s): without it the weights are the same at every step": finish(
             score(torch.tanh(w1h))
         ),
+        f"{scaled} (here by sqrt(d_att))": finish(right / math.sqrt(_SIZES["d_att"])),
+        f"{scaled} (here by sqrt(d_h))": finish(right / math.sqrt(_SIZES["d_h"])),
+        f"{scaled} (here by sqrt(d_s))": finish(right / math.sqrt(_SIZES["d_s"])),
         "the softmax runs over the wrong axis (the batch, dim=0): each sentence's weights over its source words "
         "must sum to 1, softmax(scores, dim=-1)": finish(right, dim=0),
         "the weights are the raw scores: take a softmax over the source positions": finish(right, softmax=False),
+        "the weights are a log_softmax (log-probabilities, negative): take the softmax itself": from_weights(
+            torch.log_softmax(right.masked_fill(~mask, float("-inf")), dim=-1)
+        ),
+        "the weights are a log_softmax (log-probabilities, negative), and the padding mask is ignored: take the "
+        "softmax of the scores, with the padded ones filled with -inf": from_weights(torch.log_softmax(right, dim=-1)),
         "the padding mask is ignored: fill the scores of padded positions with -inf before the softmax": finish(
             right, masked=None
         ),
         "the padding mask is inverted: fill the scores where mask is False (the padding) with -inf": finish(right, masked=~mask),
+        "the padded scores are set to 0, which still gets weight exp(0 - max) in the softmax: fill them with -inf "
+        "(masked_fill(~mask, float('-inf')))": finish(right.masked_fill(~mask, 0.0), masked=None),
+        "the mask is applied after the softmax: the weights were computed over every position, padding included, "
+        "and then the padded ones zeroed, so a sentence's weights no longer sum to 1. Fill the scores with -inf "
+        "before the softmax": from_weights(unmasked * mask),
+        "the mask is applied after the softmax, with -inf: the weights must be probabilities (0 on the padding); "
+        "fill the *scores* with -inf before the softmax": from_weights(unmasked.masked_fill(~mask, float("-inf"))),
     }
+
+
+def _additive_inputs(dtype: torch.dtype) -> tuple[AdditiveAttention, Tensor, Tensor, Tensor]:
+    batch, m, d_s, d_h, d_att = _SIZES.values()
+    torch.manual_seed(1234)
+    att = AdditiveAttention(d_s, d_h, d_att).to(dtype)
+    s = torch.randn(batch, d_s, dtype=dtype)
+    h = torch.randn(batch, m, d_h, dtype=dtype)
+    mask = torch.arange(m)[None, :] < torch.tensor([5, 3, 2])[:, None]  # (batch, m): one row without padding
+    return att, s, h, mask
+
+
+def _run_additive(attention_fn: Callable, dtype: torch.dtype) -> tuple[object, tuple]:
+    att, s, h, mask = inputs = _additive_inputs(dtype)
+    what = f"s {tuple(s.shape)}, h {tuple(h.shape)}, mask {tuple(mask.shape)} ({str(dtype).replace('torch.', '')})"
+    shortcut = "your function calls att(s, h), which computes the scores for you; write them with att.W1, att.W2, att.v"
+    with torch.no_grad(), forbid_forward(att, shortcut):
+        result = call(_hinted(attention_fn, what, _additive_hint), att, s, h, mask, what=what)
+    return result, inputs
+
+
+def _padding_got_weight(weights: Tensor, want: Tensor, mask: Tensor, mistakes: dict, atol: float, rtol: float) -> None:
+    """Name a finite fill value (-10, say) that leaves the padding some weight, unless a named mistake explains the weights."""
+    w = weights.detach().double()
+    if w.shape != want.shape or not bool(torch.isfinite(w).all()) or torch.allclose(w, want, atol=atol, rtol=rtol):
+        return
+    if any(v.shape == w.shape and torch.allclose(w, v.double(), atol=atol, rtol=rtol, equal_nan=True) for v in mistakes.values()):
+        return  # expect_close names it
+    real = w.masked_fill(~mask, 0.0)
+    renormalised = real / real.sum(-1, keepdim=True)
+    if bool((w.masked_select(~mask) > atol).any()) and torch.allclose(renormalised, want, atol=10 * atol, rtol=rtol):
+        raise ExerciseFailed(
+            "the weights: the padded positions still get some weight, so the fill value is not negative enough: "
+            "fill the padded scores with -inf (float('-inf')), or a number as large as -1e9"
+        )
+
+
+_DTYPE_CLASH = re.compile(r"same dtype|scalar type|Double and Float|Float and Double|dtype (Float|Double)", re.IGNORECASE)
 
 
 @exercise("additive (Bahdanau) attention")
 def check_additive_attention(attention_fn) -> None:
-    """Check ``additive_attention(att, s, h, mask) -> (context (batch, d_h), weights (batch, m))``."""
+    """Check ``additive_attention(att, s, h, mask) -> (context (batch, d_h), weights (batch, m))``.
+
+    Runs in float64; an answer that computes in float32 (a tensor it makes itself, say) and so fails on float64
+    inputs is run again on float32 inputs and judged at float32's precision, as it would run in the course's model.
+    """
     require_attempt(attention_fn, "additive_attention")
-    batch, m, d_s, d_h, d_att = 3, 5, 4, 6, 7
-    att = AdditiveAttention(d_s, d_h, d_att).double()
-    s = torch.randn(batch, d_s, dtype=torch.float64)
-    h = torch.randn(batch, m, d_h, dtype=torch.float64)
-    mask = torch.arange(m)[None, :] < torch.tensor([5, 3, 2])[:, None]  # (batch, m)
-    shortcut = "your function calls att(s, h), which computes the scores for you; write them with att.W1, att.W2, att.v"
-    with torch.no_grad(), forbid_forward(att, shortcut):
-        result = call(attention_fn, att, s, h, mask, what=f"s {tuple(s.shape)}, h {tuple(h.shape)}, mask {tuple(mask.shape)}")
+    try:
+        result, (att, s, h, mask) = _run_additive(attention_fn, torch.float64)
+    except ExerciseFailed as err:
+        if not _DTYPE_CLASH.search(str(err)):
+            raise
+        result, (att, s, h, mask) = _run_additive(attention_fn, torch.float32)
+    batch, m, _, d_h, _ = _SIZES.values()
     if not isinstance(result, tuple) or len(result) != 2:
         raise ExerciseFailed(f"return a pair (context, weights); got {type(result).__name__}")
     context, weights = (expect_tensor(x, name) for x, name in zip(result, ("context", "weights"), strict=True))
     if tuple(context.shape) == (batch, m) and tuple(weights.shape) == (batch, d_h):
         raise ExerciseFailed("the pair is swapped: return (context, weights), the context (batch, d_h) first")
+    if tuple(weights.shape) in ((batch, m, 1), (batch, 1, m)):
+        raise ExerciseFailed(
+            f"the weights have shape {tuple(weights.shape)}: return them as (batch, m) = {(batch, m)}, one weight per "
+            "source word (.squeeze() the extra axis); the decoder stacks them into (batch, n, m) maps"
+        )
     with torch.no_grad():
-        want_context, want_weights = additive_attention(att, s, h, mask)
-        mistakes = _additive_mistakes(att, s, h, mask)
-    if weights.dim() == 3 and weights.shape[-1] == 1:
-        weights = weights.squeeze(-1)
+        want_context, want_weights = additive_attention(att.double(), s.double(), h.double(), mask)
+        mistakes = {
+            message: wrong[1] for message, wrong in _additive_mistakes(att.double(), s.double(), h.double(), mask).items()
+        }
+    atol, rtol = max(1e-9, dtype_tolerance(weights.dtype)[0]), max(1e-7, dtype_tolerance(weights.dtype)[1])
+    _padding_got_weight(weights, want_weights, mask, mistakes, atol, rtol)
     expect_close(
         weights,
         want_weights,
         "the weights",
-        atol=1e-9,
-        rtol=1e-7,
-        mistakes={message: wrong[1] for message, wrong in mistakes.items()},
-        nonfinite_hint="a row whose every score is -inf gives NaN; mask only the padding (where mask is False)",
+        atol=atol,
+        rtol=rtol,
+        mistakes=mistakes,
+        nonfinite_hint="NaN or inf in the weights comes from a softmax whose every score is -inf (a mask that hides "
+        "every position of a row), or from -inf kept in the weights themselves; fill only the padded scores "
+        "(where mask is False) with -inf, before the softmax",
     )
     if tuple(context.shape) == (batch, m):
         raise ExerciseFailed(
             "the context has shape (batch, m): the weighted encoder states were summed over the features instead of the "
             "source positions; c = sum_i a_i h_i is (batch, d_h): (weights.unsqueeze(1) @ h).squeeze(1) or (weights[..., None] * h).sum(1)"
+        )
+    if tuple(context.shape) == (batch, 1, d_h):
+        raise ExerciseFailed(
+            f"the context has shape {(batch, 1, d_h)}: drop the middle axis left by the matrix product, "
+            "(weights.unsqueeze(1) @ h).squeeze(1) -> (batch, d_h)"
         )
     expect_close(
         context,
@@ -366,5 +679,7 @@ def check_additive_attention(attention_fn) -> None:
         "the context",
         atol=1e-9,
         rtol=1e-7,
-        mistakes={"the context is the plain mean of the encoder states: weight them by the attention weights": h.mean(1)},
+        mistakes={
+            "the context is the plain mean of the encoder states: weight them by the attention weights": h.double().mean(1)
+        },
     )

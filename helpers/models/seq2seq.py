@@ -15,15 +15,24 @@ GRU decoder that, at each step, scores every encoder state (additive, multiplica
 ``helpers.attention``), takes a softmax and reads the weighted sum; ``attention=None`` gives the model without
 attention, whose decoder sees one fixed summary of the source.
 
+Both models take the function that builds the source mask (``source_padding_mask=``), and the training loop the
+one that builds the decoder input (``shift=``), so a learner's own versions, once they pass their checks, are what
+runs.
+
 Also here: ``shift_right``, ``source_padding_mask``, the training loop ``train_seq2seq`` (AdamW, warm-up then
-cosine decay, loss ignoring padding), ``greedy_decode``, ``beam_search`` (length-normalised), the metrics
-``sequence_accuracy`` and ``alignment_accuracy``, and ``cross_attention_weights``.
+cosine decay, loss ignoring padding, and a stopping rule on the validation split that every compared model shares),
+``greedy_decode`` and ``beam_search`` (length-normalised; neither ever generates ``<pad>`` or ``<bos>``:
+``never_special``), ``sequence_log_prob`` (a model's probability of a given translation: search errors against
+model errors), the metrics ``sequence_accuracy``, ``exact_matches``, ``exact_match_by_digits`` and
+``alignment_accuracy``, and ``cross_attention_weights``.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,9 +56,13 @@ __all__ = [
     "Seq2SeqHistory",
     "seq2seq_loss",
     "train_seq2seq",
+    "never_special",
     "greedy_decode",
     "beam_search",
+    "sequence_log_prob",
     "cut_at_eos",
+    "exact_matches",
+    "exact_match_by_digits",
     "sequence_accuracy",
     "cross_attention_weights",
     "alignment_accuracy",
@@ -101,13 +114,15 @@ class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder transformer (pre-LN blocks from ``helpers.blocks``).
 
     ``Seq2SeqTransformer(src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, num_encoder_layers=2,
-    num_decoder_layers=2, d_ff=128, dropout=0.0, max_len=32, tie_output=True)``.
+    num_decoder_layers=2, d_ff=128, dropout=0.0, max_len=32, tie_output=True, source_padding_mask=source_padding_mask)``.
 
     - ``encode(src)`` -> ``(memory (batch, m, d_model), memory_mask (batch, 1, m))``;
     - ``decode(tgt_in, state)`` -> logits ``(batch, n, tgt_vocab_size)`` (causal self-attention, cross-attention
       to the memory with the padded source positions masked);
     - with ``tie_output`` the output projection's weight *is* the target embedding's (``out.weight is
-      tgt_embed.weight``), and the embeddings are scaled by ``sqrt(d_model)`` as in the original paper.
+      tgt_embed.weight``), and the embeddings are scaled by ``sqrt(d_model)`` as in the original paper;
+    - ``source_padding_mask(src)`` builds the key mask (this module's ``source_padding_mask`` by default; any
+      function with its contract, such as a learner's own that passed its check, can take its place).
     """
 
     def __init__(
@@ -122,8 +137,10 @@ class Seq2SeqTransformer(nn.Module):
         dropout: float = 0.0,
         max_len: int = 32,
         tie_output: bool = True,
+        source_padding_mask: Callable[[Tensor], Tensor] = source_padding_mask,
     ) -> None:
         super().__init__()
+        self.source_padding_mask = source_padding_mask  # src (batch, m) -> key mask (batch, 1, m)
         self.d_model = d_model
         self.max_len = max_len
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
@@ -152,7 +169,7 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src ``(batch, m)`` -> ``(memory (batch, m, d_model), memory_mask (batch, 1, m))``."""
         self._check_length(_require_ids(src, "src"), "src")
-        mask = source_padding_mask(src)  # (batch, 1, m): the padded keys are hidden
+        mask = self.source_padding_mask(src)  # (batch, 1, m): the padded keys are hidden
         h = self.dropout(self.src_pos(self.src_embed(src) * math.sqrt(self.d_model)))  # (batch, m, d_model)
         for block in self.encoder:
             h = block(h, mask)
@@ -218,7 +235,8 @@ def additive_attention(att: AdditiveAttention, s: Tensor, h: Tensor, mask: Tenso
 class Seq2SeqGRU(nn.Module):
     """GRU encoder-decoder with attention (Bahdanau et al., 2015), or without (``attention=None``).
 
-    ``Seq2SeqGRU(src_vocab_size, tgt_vocab_size, embed=32, hidden=64, attention="additive", d_att=64)``:
+    ``Seq2SeqGRU(src_vocab_size, tgt_vocab_size, embed=32, hidden=64, attention="additive", d_att=64,
+    source_padding_mask=source_padding_mask)``:
 
     - encoder: embeddings, a bidirectional GRU of ``hidden // 2`` units per direction (packed, so padding
       never enters it) -> states ``h_i`` ``(batch, m, hidden)``; the decoder starts from
@@ -228,7 +246,9 @@ class Seq2SeqGRU(nn.Module):
       over the real source positions, the context ``c_t = sum_i a_ti h_i``; then
       ``s_t = GRUCell([y_{t-1}; c_t], s_{t-1})`` and logits from ``[s_t; c_t; y_{t-1}]``;
     - ``attention=None``: the context is the same at every step, the decoder's initial state (one vector
-      for the whole source, as in the encoder-decoders before attention).
+      for the whole source, as in the encoder-decoders before attention);
+    - ``source_padding_mask(src)`` says which source positions are real (``(batch, 1, m)``, read as ``(batch, m)``):
+      the lengths that pack the encoder's input and the mask of the attention's softmax come from it.
     """
 
     SCORES = ("additive", "multiplicative", "dot", None)
@@ -241,8 +261,10 @@ class Seq2SeqGRU(nn.Module):
         hidden: int = 64,
         attention: str | None = "additive",
         d_att: int = 64,
+        source_padding_mask: Callable[[Tensor], Tensor] = source_padding_mask,
     ) -> None:
         super().__init__()
+        self.source_padding_mask = source_padding_mask  # src (batch, m) -> mask (batch, 1, m), read as (batch, m)
         if attention not in self.SCORES:
             raise ValueError(f"attention must be one of {self.SCORES}, got {attention!r}")
         if hidden % 2:
@@ -264,7 +286,7 @@ class Seq2SeqGRU(nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """src ``(batch, m)`` -> ``(states (batch, m, hidden), mask (batch, m), s0 (batch, hidden))``."""
         src = _require_ids(src, "src")
-        mask = src != PAD  # (batch, m)
+        mask = self.source_padding_mask(src).reshape(src.shape)  # (batch, m): True on the real tokens
         lengths = mask.sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(self.src_embed(src), lengths, batch_first=True, enforce_sorted=False)
         out, last = self.encoder(packed)  # last (2, batch, hidden // 2): forward's last step, backward's first
@@ -317,15 +339,30 @@ class Seq2SeqGRU(nn.Module):
 
 @dataclass
 class Seq2SeqHistory:
-    """Per epoch: training loss, validation loss and teacher-forced validation token accuracy; total seconds."""
+    """What ``train_seq2seq`` measured, one entry per epoch run, and where it stopped.
+
+    ``train_loss``, ``val_loss``, ``val_token_acc`` (teacher-forced, a fraction) and, when a decoder was passed,
+    ``val_exact`` (greedy exact match, a fraction); ``best_epoch`` (1-based: the weights the model was left
+    with), ``stopped_early`` (the stopping rule ended the run before its last epoch), ``seconds`` (wall time) and
+    ``cpu_seconds`` (this process's CPU time, steadier than the wall time on a shared machine).
+    """
 
     train_loss: list[float] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     val_token_acc: list[float] = field(default_factory=list)
+    val_exact: list[float] = field(default_factory=list)
+    best_epoch: int = 0
+    stopped_early: bool = False
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     def __getitem__(self, key: str) -> list[float]:
         return getattr(self, key)
+
+    @property
+    def epochs(self) -> int:
+        """The number of epochs run."""
+        return len(self.train_loss)
 
 
 def seq2seq_loss(logits: Tensor, tgt: Tensor, label_smoothing: float = 0.0) -> Tensor:
@@ -341,13 +378,15 @@ def _trim(src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def _evaluate_teacher_forced(model: nn.Module, data: TranslationSet, batch_size: int = 500) -> tuple[float, float]:
+def _evaluate_teacher_forced(
+    model: nn.Module, data: TranslationSet, batch_size: int = 500, shift: Callable[[Tensor], Tensor] = shift_right
+) -> tuple[float, float]:
     model.eval()
     device = next(model.parameters()).device
     total, correct, count = 0.0, 0, 0
     for start in range(0, len(data), batch_size):
         src, tgt = _trim(data.src[start : start + batch_size].to(device), data.tgt[start : start + batch_size].to(device))
-        logits = model(src, shift_right(tgt))
+        logits = model(src, shift(tgt))
         real = tgt != PAD
         total += F.cross_entropy(logits[real], tgt[real], reduction="sum").item()
         correct += int((logits.argmax(-1) == tgt)[real].sum())
@@ -367,16 +406,30 @@ def train_seq2seq(
     label_smoothing: float = 0.0,
     clip: float | None = 1.0,
     seed: int = 0,
+    *,
+    patience: int | None = None,
+    min_delta: float = 0.0,
+    shift: Callable[[Tensor], Tensor] = shift_right,
+    decode: Callable[[nn.Module, Tensor, int], Tensor] | None = None,
 ) -> Seq2SeqHistory:
-    """Teacher forcing with AdamW and warm-up + cosine decay (``helpers.training.warmup_cosine``).
+    """Teacher forcing with AdamW and warm-up + cosine decay over ``epochs`` (``helpers.training.warmup_cosine``).
 
-    Each step: the decoder reads ``shift_right(tgt)``, the loss is ``seq2seq_loss`` (padding ignored),
-    gradients are clipped to norm ``clip``. Batches are drawn by a generator seeded with ``seed`` and trimmed
-    to their longest row. After every epoch, the teacher-forced loss and token accuracy on ``val`` (pass a
-    validation split, never the test set). The device is the model's.
+    Each step: the decoder reads ``shift(tgt)`` (``shift_right``, or a learner's own), the loss is
+    ``seq2seq_loss`` (padding ignored), gradients are clipped to norm ``clip``. Batches are drawn by a generator
+    seeded with ``seed`` and trimmed to their longest row. After every epoch, the teacher-forced loss and token
+    accuracy on ``val`` (pass a validation split, never the test set), and, with ``decode`` (a function
+    ``decode(model, src, max_len)`` such as ``greedy_decode``), the exact match of its translations of ``val``.
+
+    **Stopping rule** (with ``val`` and ``patience``): the run stops once ``patience`` epochs in a row have failed to
+    raise the validation token accuracy more than ``min_delta`` (a fraction: 0.001 is 0.1 point) above the last
+    value that did, and the model is left with the weights of its best epoch (highest validation token accuracy; a tie goes to the
+    lower validation loss). Without ``patience`` every epoch runs and the model keeps its last weights. The device
+    is the model's.
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be positive, got {epochs} and {batch_size}")
+    if patience is not None and (val is None or patience < 1):
+        raise ValueError("early stopping needs a validation split and patience >= 1")
     device = next(model.parameters()).device
     src_all, tgt_all = train.src.to(device), train.tgt.to(device)
     steps_per_epoch = math.ceil(len(train) / batch_size)
@@ -384,15 +437,18 @@ def train_seq2seq(
     scheduler = warmup_cosine(optimizer, max(1, round(warmup_epochs * steps_per_epoch)), epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(seed)
     history = Seq2SeqHistory()
-    start = time.perf_counter()
-    for _ in range(capped(epochs, SMOKE_EPOCHS)):  # every epoch (at most four in a smoke test)
+    best_key: tuple[float, float] | None = None
+    best_state: dict[str, Tensor] | None = None
+    threshold, waited = -math.inf, 0  # the accuracy to beat by more than min_delta, epochs since it was beaten
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for epoch in range(1, capped(epochs, SMOKE_EPOCHS) + 1):  # every epoch (at most four in a smoke test)
         model.train()
         order = torch.randperm(len(train), generator=generator).to(device)
         total, count = 0.0, 0
         for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.smoke)
             idx = order[i * batch_size : (i + 1) * batch_size]
             src, tgt = _trim(src_all[idx], tgt_all[idx])
-            loss = seq2seq_loss(model(src, shift_right(tgt)), tgt, label_smoothing)
+            loss = seq2seq_loss(model(src, shift(tgt)), tgt, label_smoothing)
             optimizer.zero_grad()
             loss.backward()
             if clip is not None:
@@ -402,16 +458,45 @@ def train_seq2seq(
             total += loss.item() * len(idx)
             count += len(idx)
         history.train_loss.append(total / count)
-        if val is not None:
-            # every validation pair (one batch in a smoke test: helpers.smoke)
-            val_loss, val_acc = _evaluate_teacher_forced(model, val[: capped(len(val), batch_size)])
-            history.val_loss.append(val_loss)
-            history.val_token_acc.append(val_acc)
+        history.best_epoch = epoch
+        if val is None:
+            continue
+        held_out = val[: capped(len(val), batch_size)]  # every validation pair (one batch in a smoke test)
+        val_loss, val_acc = _evaluate_teacher_forced(model, held_out, shift=shift)
+        history.val_loss.append(val_loss)
+        history.val_token_acc.append(val_acc)
+        if decode is not None:
+            with torch.no_grad():
+                pred = decode(model, held_out.src.to(device), held_out.tgt.shape[1] + 2)
+            history.val_exact.append(sequence_accuracy(pred, held_out.tgt.to(device))[0])
+        if patience is None:
+            continue
+        if best_key is None or (val_acc, -val_loss) > best_key:
+            best_key = (val_acc, -val_loss)
+            best_state = copy.deepcopy(model.state_dict())
+        if val_acc > threshold + min_delta:
+            threshold, waited = val_acc, 0
+        else:
+            waited += 1
+            if waited >= patience:
+                history.stopped_early = epoch < epochs
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+        history.best_epoch = 1 + max(
+            range(len(history.val_token_acc)), key=lambda e: (history.val_token_acc[e], -history.val_loss[e])
+        )
     history.seconds = time.perf_counter() - start
+    history.cpu_seconds = time.process_time() - cpu_start
     return history
 
 
 # ---------------------------------------------------------------- generation and metrics
+
+
+def never_special(logits: Tensor) -> Tensor:
+    """``logits`` ``(..., vocab)`` with ``<pad>`` and ``<bos>`` set to ``-inf``: a decoder must never choose them."""
+    return logits.index_fill(-1, torch.tensor([PAD, BOS], device=logits.device), float("-inf"))
 
 
 @torch.no_grad()
@@ -420,6 +505,7 @@ def greedy_decode(model: Seq2SeqModel, src: Tensor, max_len: int = 16) -> Tensor
 
     src ``(batch, m)`` -> tokens ``(batch, L)`` without ``<bos>``, ``L <= max_len``; a row stops being extended
     at its ``<eos>`` (padded after it); the loop ends when every row has one, or after ``max_len`` steps.
+    ``<pad>`` and ``<bos>`` are never generated (``never_special``): they are not words of a translation.
     """
     if isinstance(model, nn.Module):
         model.eval()
@@ -428,7 +514,7 @@ def greedy_decode(model: Seq2SeqModel, src: Tensor, max_len: int = 16) -> Tensor
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (batch,)
     for _ in range(max_len):
         logits = model.decode(ys, state)  # (batch, t, vocab)
-        next_token = logits[:, -1].argmax(-1)  # (batch,)
+        next_token = never_special(logits[:, -1]).argmax(-1)  # (batch,): <pad> and <bos> are never chosen
         next_token = next_token.masked_fill(done, PAD)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (batch, t + 1)
         done |= next_token == EOS
@@ -445,7 +531,8 @@ def beam_search(model: Seq2SeqModel, src: Tensor, max_len: int = 16, width: int 
     produced ``<eos>`` stays in the beam, extended by padding at no cost. At the end each row returns the
     hypothesis with the best ``log p(y) / len(y) ** alpha`` (``len`` counts ``<eos>``; ``alpha = 0`` is no
     normalisation, 1 the mean log-probability per word). src ``(batch, m)`` -> tokens ``(batch, L)`` as
-    ``greedy_decode``; with ``width=1`` it equals greedy decoding.
+    ``greedy_decode``; with ``width=1`` it equals greedy decoding. ``<pad>`` and ``<bos>`` are never generated:
+    their probability is set to 0 (``never_special``) before the softmax, so the others sum to 1.
     """
     if width < 1:
         raise ValueError(f"width must be at least 1, got {width}")
@@ -460,7 +547,7 @@ def beam_search(model: Seq2SeqModel, src: Tensor, max_len: int = 16, width: int 
     done = torch.zeros(batch * width, dtype=torch.bool, device=device)
     lengths = torch.zeros(batch * width, device=device)
     for _ in range(max_len):
-        logp = torch.log_softmax(model.decode(ys, state)[:, -1].float(), dim=-1)  # (batch * width, vocab)
+        logp = torch.log_softmax(never_special(model.decode(ys, state)[:, -1].float()), dim=-1)  # (batch * width, vocab)
         vocab = logp.shape[-1]
         logp[done] = float("-inf")
         logp[done, PAD] = 0.0  # a finished hypothesis is extended by padding at no cost
@@ -481,11 +568,54 @@ def beam_search(model: Seq2SeqModel, src: Tensor, max_len: int = 16, width: int 
     return ys[best, 1:]
 
 
+@torch.no_grad()
+def sequence_log_prob(
+    model: Seq2SeqModel, src: Tensor, tokens: Tensor, shift: Callable[[Tensor], Tensor] = shift_right
+) -> Tensor:
+    """The model's log-probability of each row of ``tokens`` ``(batch, L)`` given ``src``: ``(batch,)``.
+
+    Teacher-forced: the sum of ``log p(word t | words before t, src)`` over each row's words up to and including its
+    first ``<eos>`` (all of them if it has none), with ``<pad>`` and ``<bos>`` excluded from the softmax as the
+    decoders exclude them (``never_special``). Comparing it for a reference translation and a decoded one tells a
+    *search* error (the model prefers the reference, the search missed it) from a *model* error.
+    """
+    if isinstance(model, nn.Module):
+        model.eval()
+    tokens = cut_at_eos(tokens)  # (batch, L): <pad> after each first <eos>
+    logp = torch.log_softmax(never_special(model(src, shift(tokens)).double()), dim=-1)  # (batch, L, vocab)
+    real = tokens != PAD  # (batch, L)
+    return logp.gather(-1, tokens.clamp(min=0)[..., None])[..., 0].masked_fill(~real, 0.0).sum(1)
+
+
 def cut_at_eos(tokens: Tensor) -> Tensor:
     """Replace everything after each row's first ``<eos>`` by ``<pad>`` (``(batch, L)`` -> same shape)."""
     tokens = _require_ids(tokens, "tokens")
     after = (tokens == EOS).long().cumsum(1) - (tokens == EOS).long()  # (batch, L): >0 after the first eos
     return tokens.masked_fill(after > 0, PAD)
+
+
+def exact_matches(pred: Tensor, tgt: Tensor) -> Tensor:
+    """Per row, whether generated ``pred`` ``(batch, L)`` equals ``tgt`` ``(batch, n)`` up to its ``<eos>``: ``(batch,)`` bool."""
+    pred, tgt = cut_at_eos(pred), cut_at_eos(tgt)
+    length = max(pred.shape[1], tgt.shape[1])
+    pred = F.pad(pred, (0, length - pred.shape[1]), value=PAD)
+    tgt = F.pad(tgt, (0, length - tgt.shape[1]), value=PAD)
+    return (pred == tgt).all(1)
+
+
+def exact_match_by_digits(pred: Tensor, tgt: Tensor, numbers: Tensor, merge_up_to: int = 1) -> dict[str, tuple[float, int]]:
+    """Exact match per number of digits of ``numbers`` ``(batch,)``: ``{"4": (fraction, how many rows), ...}``.
+
+    The keys are the digit counts in increasing order, as strings; numbers of at most ``merge_up_to`` digits share
+    one group (``"1-3"`` for ``merge_up_to=3``), for the short numbers are few (there are only 9 of one digit).
+    """
+    hits = exact_matches(pred, tgt).cpu()
+    digits = torch.tensor([len(str(int(n))) for n in numbers.tolist()]).clamp(min=merge_up_to)
+    out = {}
+    for d in digits.unique().tolist():
+        label = f"1-{d}" if d == merge_up_to and d > 1 else str(d)
+        out[label] = (hits[digits == d].double().mean().item(), int((digits == d).sum()))
+    return out
 
 
 def sequence_accuracy(pred: Tensor, tgt: Tensor) -> tuple[float, float]:
@@ -495,11 +625,11 @@ def sequence_accuracy(pred: Tensor, tgt: Tensor) -> tuple[float, float]:
     ``<eos>`` included, is right. Token accuracy: the share of the target's real positions (its ``<eos>``
     included) that hold the right word at the right position.
     """
+    exact = exact_matches(pred, tgt).float().mean().item()
     pred, tgt = cut_at_eos(pred), cut_at_eos(tgt)
     length = max(pred.shape[1], tgt.shape[1])
     pred = F.pad(pred, (0, length - pred.shape[1]), value=PAD)
     tgt = F.pad(tgt, (0, length - tgt.shape[1]), value=PAD)
-    exact = (pred == tgt).all(1).float().mean().item()
     real = tgt != PAD
     token = ((pred == tgt) & real).sum().item() / real.sum().item()
     return exact, token

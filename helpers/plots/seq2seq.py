@@ -1,4 +1,4 @@
-"""Figures of notebook 09: translation training curves, cross-attention against the true word alignment."""
+"""Figures of notebook 09: translation training curves, exact match by length, cross-attention against the true alignment."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from matplotlib.figure import Figure
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["seq2seq_curves", "alignment_maps"]
+__all__ = ["seq2seq_curves", "alignment_maps", "exact_match_by_length"]
 
 
 def seq2seq_curves(histories: Mapping[str, object], title: str | None = None) -> Figure:
     """Training and validation loss (log scale) and teacher-forced validation token accuracy against epochs.
 
     ``histories`` maps a model's name to a ``Seq2SeqHistory`` (or a mapping with ``train_loss``, ``val_loss``,
-    ``val_token_acc``). Training curves solid, validation dashed.
+    ``val_token_acc``). Training curves solid, validation dashed; a dot marks the epoch whose weights a run kept
+    (``best_epoch``, when the history has one).
     """
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4))
     palette = sns.color_palette(n_colors=max(3, len(histories)))
@@ -27,6 +28,9 @@ def seq2seq_curves(histories: Mapping[str, object], title: str | None = None) ->
         ax_loss.plot(epochs, hist["train_loss"], color=color, label=f"{name} train")  # type: ignore[index]
         ax_loss.plot(epochs, hist["val_loss"], color=color, ls="--", label=f"{name} validation")  # type: ignore[index]
         ax_acc.plot(epochs, 100 * np.asarray(hist["val_token_acc"]), color=color, ls="--", label=name)  # type: ignore[index]
+        best = getattr(hist, "best_epoch", 0)
+        if best and hist["val_token_acc"]:  # type: ignore[index]
+            ax_acc.plot([best], [100 * hist["val_token_acc"][best - 1]], "o", color=color, ms=5)  # type: ignore[index]
     ax_loss.set(xlabel="epoch", ylabel="cross-entropy (log scale)", yscale="log", title="loss, padding ignored")
     ax_acc.set(xlabel="epoch", ylabel="token accuracy (%)", title="validation, teacher forced")
     ax_loss.legend(fontsize="small")
@@ -71,5 +75,36 @@ def alignment_maps(
         ax.set_title(titles[k], fontsize="small")
     if suptitle:
         fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
+
+
+def exact_match_by_length(
+    by_digits: Mapping[str, Mapping[str, tuple[float, int]]], title: str | None = None, xlabel: str = "digits in the number"
+) -> Figure:
+    """Exact match (%) against the length of the source, one line per model (Bahdanau et al., 2015, figure 2).
+
+    ``by_digits`` maps a model's name to ``{length label: (fraction exact, how many sentences)}`` in increasing
+    length (``helpers.models.exact_match_by_digits``); the x tick labels say how many sentences each length has.
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    markers = ("o", "s", "^", "D", "v")
+    palette = sns.color_palette(n_colors=max(3, len(by_digits)))
+    labels: list[str] = []
+    for k, (name, groups) in enumerate(by_digits.items()):
+        labels = labels or list(groups)
+        if list(groups) != labels:
+            raise ValueError(f"every model needs the same length groups: {name} has {list(groups)}, not {labels}")
+        ax.plot(
+            range(len(labels)),
+            [100 * groups[g][0] for g in labels],
+            marker=markers[k % len(markers)],
+            color=palette[k],
+            label=name,
+        )
+    counts = next(iter(by_digits.values()))
+    ax.set_xticks(range(len(labels)), [f"{g}\n({counts[g][1]})" for g in labels])
+    ax.set(xlabel=f"{xlabel} (how many test sentences)", ylabel="exact match (%)", title=title or "exact match by length")
+    ax.legend(fontsize="small", loc="lower left")
     fig.tight_layout()
     return fig
