@@ -1,50 +1,68 @@
-"""Notebook 11: a decoder-only (GPT-style) language model, in a 2017 and a 2025 flavour.
+"""Notebook 11: a decoder-only (GPT-style) language model, with the block of 2017 or of 2025.
 
-Both flavours embed tokens, run a stack of causal self-attention blocks, apply a
-final norm and read the logits with a head tied to the token embedding
-(``logits = h @ embed.weight.T``).
+Both styles embed tokens, run a stack of causal self-attention blocks and read the
+logits with a head tied to the token embedding (``logits = h @ embed.weight.T``).
 
-- ``style="2017"``: learned position embeddings and ``helpers.blocks.EncoderBlock``
-  (pre-LN LayerNorm, GELU feed-forward, biases) under ``causal_mask``.
-- ``style="2025"``: no position embedding but rotary embeddings (RoPE) inside
-  attention, RMSNorm, a SwiGLU feed-forward, grouped-query attention (fewer key/value
-  heads than query heads) and no biases: ``ModernBlock``. Only this flavour keeps a
-  KV cache for generation.
+- ``style="2017"``: the block of "Attention Is All You Need" as it was: the input
+  embedding scaled by ``sqrt(d_model)`` plus the fixed sinusoidal encoding, post-LN
+  blocks (``helpers.blocks.EncoderBlock(norm_first=False, activation="relu")``: LayerNorm
+  after each residual addition, a ReLU feed-forward, biases) under ``causal_mask``; the
+  last block's LayerNorm is the final norm. No KV cache.
+- ``style="2025"``: no position embedding but rotary embeddings (RoPE) inside attention,
+  pre-norm RMSNorm, a SwiGLU feed-forward, grouped-query attention (fewer key/value heads
+  than query heads), no biases, a final RMSNorm: ``ModernBlock``. It keeps a KV cache.
 
-The small functions the notebook's exercises re-derive live here as the
-references: ``rms_norm``, ``rope_angles`` / ``apply_rope``, ``repeat_kv``,
-``cache_update``; and the samplers ``sample_next`` (greedy, temperature, top-k,
-top-p) and ``generate``. Shapes: batch ``b``, heads ``h``, key/value heads ``g``,
-sequence ``n``, head width ``d``.
+The 2025 model runs its small functions through a ``Parts`` object (``rms_norm``,
+``apply_rope``, ``repeat_kv``, ``swiglu``, ``cached_attention``, ``cache_update``): by
+default the references of this module; notebook 11 hands in the learner's own versions
+once their checks pass (``DecoderLM(..., parts=Parts(...))`` or ``model.set_parts``).
+
+Sampling: ``temperature_top_k`` and ``top_p_filter`` (the exercises' references),
+``filter_logits`` (all rules at once), ``sample_next`` and ``generate`` (optionally with
+the learner's own ``logits_filter``). Costs: ``decode_flops`` and ``cache_bytes`` (the cost
+model of one generated token against the context), ``count_decode_flops`` (the same counted
+by PyTorch's ``FlopCounterMode``), ``time_per_token`` and ``decode_times`` (measured).
+Evaluation: ``evaluate_lm``, ``loss_by_position``, ``ngram_loss`` (unigram and bigram
+baselines). Shapes: batch ``b``, heads ``h``, key/value heads ``g``, sequence ``n``, keys
+``m``, head width ``d``.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention import causal_mask, merge_heads, split_heads
-from helpers.blocks import EncoderBlock
+from helpers.blocks import EncoderBlock, sinusoidal_positional_encoding
 from helpers.smoke import capped
 from helpers.training import warmup_cosine
 
 __all__ = [
+    "STYLES",
     "rms_norm",
     "RMSNorm",
     "rope_angles",
     "apply_rope",
     "apply_rope_complex",
     "repeat_kv",
+    "swiglu",
+    "cached_attention",
+    "cached_attention_math",
     "cache_update",
+    "Parts",
     "SwiGLU",
     "GQAttention",
     "ModernBlock",
     "DecoderLM",
+    "temperature_top_k",
+    "top_p_filter",
     "filter_logits",
     "sample_next",
     "generate",
@@ -52,11 +70,22 @@ __all__ = [
     "lm_batches",
     "lm_loss",
     "train_lm",
+    "evaluate_lm",
+    "loss_by_position",
+    "ngram_loss",
+    "decode_flops",
+    "cache_bytes",
+    "count_decode_flops",
+    "random_caches",
     "time_per_token",
+    "decode_times",
 ]
 
+#: The two block styles of ``DecoderLM``.
+STYLES = ("2017", "2025")
 
-# ---------------------------------------------------------------- components
+
+# ---------------------------------------------------------------- components (the exercises' references)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
@@ -64,20 +93,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
-class RMSNorm(nn.Module):
-    """RMSNorm with a learned gain and no bias (as ``nn.RMSNorm(d, eps)``)."""
-
-    def __init__(self, d: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
-
-    def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(x, self.weight, self.eps)
-
-
 def rope_angles(n: int, d: int, base: float = 10000.0, start: int = 0) -> Tensor:
-    """Rotation angles ``(n, d // 2)``: position ``start + t`` times frequency ``base ** (-2i / d)``."""
+    """Rotation angles ``(n, d // 2)``, float64: position ``start + t`` times frequency ``base ** (-2i / d)``."""
     if d % 2:
         raise ValueError(f"RoPE rotates pairs of features: the head width must be even, got {d}")
     freqs = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
@@ -112,6 +129,39 @@ def repeat_kv(kv: Tensor, groups: int) -> Tensor:
     return kv.repeat_interleave(groups, dim=1)
 
 
+def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    """The gated feed-forward of LLaMA-style blocks: ``(silu(x W_gate^T) * x W_up^T) W_down^T``.
+
+    x ``(..., d)``; weights in ``nn.Linear``'s layout (out, in): w_gate and w_up ``(h, d)``, w_down ``(d, h)``.
+    """
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T  # (..., d)
+
+
+def cached_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Causal attention of the **last** ``n`` positions over all ``m`` keys (``m >= n``), with PyTorch's fused kernel.
+
+    q ``(..., n, d)``, k and v ``(..., m, d)``: query i is position ``m - n + i`` and sees keys ``0 .. m - n + i``
+    (the "bottom-right" causal mask; with ``m == n`` the ordinary one). Returns ``(..., n, d)``.
+    """
+    n, m = q.shape[-2], k.shape[-2]
+    if m < n:
+        raise ValueError(f"there are fewer keys ({m}) than queries ({n}): the queries are the last n of the m positions")
+    if m == n:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if n == 1:  # one new query sees every cached key
+        return F.scaled_dot_product_attention(q, k, v)
+    mask = causal_mask(m, device=q.device)[m - n :]  # (n, m): bottom-right aligned
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def cached_attention_math(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """``cached_attention`` written out: scores, the bottom-right causal mask, softmax, weighted sum (for counting FLOPs)."""
+    n, m = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n, m)
+    visible = causal_mask(m, device=q.device)[m - n :]  # (n, m)
+    return scores.masked_fill(~visible, float("-inf")).softmax(-1) @ v  # (..., n, d)
+
+
 def cache_update(cache_k: Tensor, cache_v: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     """Append the new keys and values to the cache along the sequence axis.
 
@@ -120,77 +170,120 @@ def cache_update(cache_k: Tensor, cache_v: Tensor, k: Tensor, v: Tensor) -> tupl
     return torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)
 
 
-class SwiGLU(nn.Module):
-    """The gated feed-forward of LLaMA-style blocks: ``w2(silu(w1 x) * w3 x)``, no biases."""
+@dataclass(frozen=True)
+class Parts:
+    """The functions a 2025 model runs, each with the signature of its exercise in notebook 11.
 
-    def __init__(self, d_model: int, d_hidden: int) -> None:
+    The defaults are this module's references; ``Parts(rms_norm=my_rms_norm, ...)`` swaps in others.
+    ``sources()`` says which are the references.
+    """
+
+    rms_norm: Callable[..., Tensor] = rms_norm
+    apply_rope: Callable[..., Tensor] = apply_rope
+    repeat_kv: Callable[..., Tensor] = repeat_kv
+    swiglu: Callable[..., Tensor] = swiglu
+    cached_attention: Callable[..., Tensor] = cached_attention
+    cache_update: Callable[..., tuple[Tensor, Tensor]] = cache_update
+
+    def sources(self) -> dict[str, str]:
+        """``{part: "reference" or "yours"}``: a part is "yours" when it is not this module's function."""
+        references = Parts()
+        return {f.name: "reference" if getattr(self, f.name) is getattr(references, f.name) else "yours" for f in fields(self)}
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with a learned gain and no bias (as ``nn.RMSNorm(d, eps)``), computed by ``parts.rms_norm``."""
+
+    def __init__(self, d: int, eps: float = 1e-6, parts: Parts | None = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+        self.parts = parts or Parts()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.parts.rms_norm(x, self.weight, self.eps)
+
+
+class SwiGLU(nn.Module):
+    """The gated feed-forward ``w2(silu(w1 x) * w3 x)`` (LLaMA's names: w1 the gate, w3 the up, w2 the down
+    projection), no biases, computed by ``parts.swiglu(x, w1.weight, w3.weight, w2.weight)``."""
+
+    def __init__(self, d_model: int, d_hidden: int, parts: Parts | None = None) -> None:
         super().__init__()
         self.w1 = nn.Linear(d_model, d_hidden, bias=False)
         self.w3 = nn.Linear(d_model, d_hidden, bias=False)
         self.w2 = nn.Linear(d_hidden, d_model, bias=False)
+        self.parts = parts or Parts()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.parts.swiglu(x, self.w1.weight, self.w3.weight, self.w2.weight)
+
+
+def _cache_length(cache: tuple[Tensor, Tensor] | None) -> int:
+    return 0 if cache is None else cache[0].shape[2]
 
 
 class GQAttention(nn.Module):
     """Causal grouped-query attention with RoPE and an optional KV cache; no biases.
 
-    ``forward(x, start=0, cache=None)``: x ``(b, n, d_model)`` holds positions
-    ``start .. start + n - 1``; ``cache`` is ``None`` or a pair ``(k, v)`` of
-    ``(b, kv_heads, start, head_dim)`` (rotated keys). Returns ``(out, (k, v))``
-    with the cache grown by n positions.
+    ``forward(x, start=None, cache=None)``: x ``(b, n, d_model)`` holds positions ``start .. start + n - 1``;
+    ``cache`` is ``None`` or a pair ``(k, v)`` of ``(b, kv_heads, start, head_dim)`` (rotated keys), so ``start``
+    must equal the cache's length (it is inferred when left out; a wrong one raises ``ValueError``, since it
+    would rotate the new queries and keys by the wrong positions). Returns ``(out, (k, v))`` with the cache
+    grown by n positions.
     """
 
-    def __init__(self, d_model: int, num_heads: int, kv_heads: int, base: float = 10000.0) -> None:
+    def __init__(self, d_model: int, num_heads: int, kv_heads: int, base: float = 10000.0, parts: Parts | None = None) -> None:
         super().__init__()
         if d_model % num_heads or num_heads % kv_heads:
             raise ValueError(
-                f"d_model ({d_model}) must divide into num_heads ({num_heads}), and num_heads into kv_heads ({kv_heads})"
+                f"d_model ({d_model}) must divide into num_heads ({num_heads}) heads, and num_heads into groups of "
+                f"kv_heads ({kv_heads})"
             )
         self.num_heads, self.kv_heads, self.head_dim, self.base = num_heads, kv_heads, d_model // num_heads, base
         self.w_q = nn.Linear(d_model, d_model, bias=False)
         self.w_k = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
         self.w_v = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
         self.w_o = nn.Linear(d_model, d_model, bias=False)
+        self.parts = parts or Parts()
 
     def forward(
-        self, x: Tensor, start: int = 0, cache: tuple[Tensor, Tensor] | None = None
+        self, x: Tensor, start: int | None = None, cache: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        n = x.shape[1]
+        n, past = x.shape[1], _cache_length(cache)
+        if start is None:
+            start = past
+        elif cache is not None and start != past:
+            raise ValueError(
+                f"start={start} but the cache holds {past} positions: the new tokens are positions {past} onwards "
+                "(leave start out to infer it from the cache)"
+            )
+        parts = self.parts
         q = split_heads(self.w_q(x), self.num_heads)  # (b, h, n, d)
         k = split_heads(self.w_k(x), self.kv_heads)  # (b, g, n, d)
         v = split_heads(self.w_v(x), self.kv_heads)  # (b, g, n, d)
         angles = rope_angles(n, self.head_dim, self.base, start).to(x.device)  # (n, d/2)
-        q, k = apply_rope(q, angles), apply_rope(k, angles)
+        q, k = parts.apply_rope(q, angles), parts.apply_rope(k, angles)
         if cache is not None:
-            k, v = cache_update(cache[0], cache[1], k, v)  # (b, g, start + n, d)
+            k, v = parts.cache_update(cache[0], cache[1], k, v)  # (b, g, start + n, d)
         groups = self.num_heads // self.kv_heads
-        keys, values = repeat_kv(k, groups), repeat_kv(v, groups)  # (b, h, start + n, d)
-        m = keys.shape[2]
-        if m == n:  # no cache before this call: the plain causal mask
-            out = F.scaled_dot_product_attention(q, keys, values, is_causal=True)  # (b, h, n, d)
-        elif n == 1:
-            out = F.scaled_dot_product_attention(q, keys, values)  # one new query sees every cached key
-        else:  # query t (position start + t) sees keys 0 .. start + t
-            mask = causal_mask(m, device=x.device)[m - n :]  # (n, m)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # (b, h, n, d)
-        out = merge_heads(out)  # (b, n, d_model)
-        return self.w_o(out), (k, v)
+        keys, values = parts.repeat_kv(k, groups), parts.repeat_kv(v, groups)  # (b, h, start + n, d)
+        out = parts.cached_attention(q, keys, values)  # (b, h, n, d): query t (position start + t) sees keys 0 .. start + t
+        return self.w_o(merge_heads(out)), (k, v)  # (b, n, d_model)
 
 
 class ModernBlock(nn.Module):
     """A 2025 decoder block: pre-norm RMSNorm, GQA with RoPE, SwiGLU, no biases."""
 
-    def __init__(self, d_model: int, num_heads: int, kv_heads: int, d_hidden: int) -> None:
+    def __init__(self, d_model: int, num_heads: int, kv_heads: int, d_hidden: int, parts: Parts | None = None) -> None:
         super().__init__()
-        self.norm1 = RMSNorm(d_model)
-        self.attn = GQAttention(d_model, num_heads, kv_heads)
-        self.norm2 = RMSNorm(d_model)
-        self.ff = SwiGLU(d_model, d_hidden)
+        self.norm1 = RMSNorm(d_model, parts=parts)
+        self.attn = GQAttention(d_model, num_heads, kv_heads, parts=parts)
+        self.norm2 = RMSNorm(d_model, parts=parts)
+        self.ff = SwiGLU(d_model, d_hidden, parts=parts)
 
     def forward(
-        self, x: Tensor, start: int = 0, cache: tuple[Tensor, Tensor] | None = None
+        self, x: Tensor, start: int | None = None, cache: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         attn, cache = self.attn(self.norm1(x), start, cache)
         x = x + attn
@@ -203,9 +296,11 @@ class ModernBlock(nn.Module):
 class DecoderLM(nn.Module):
     """A decoder-only language model; ``forward(ids)``: ``(b, n)`` int64 -> logits ``(b, n, vocab)``.
 
-    ``style="2017"``: learned positions (up to ``max_len``), ``EncoderBlock`` (pre-LN, GELU, ``d_ff``) under a
-    causal mask, final LayerNorm. ``style="2025"``: RoPE, ``ModernBlock`` (RMSNorm, GQA with ``kv_heads``,
-    SwiGLU of width ``d_ff``), final RMSNorm, no biases. The head is tied to the token embedding.
+    ``style="2017"``: embedding times ``sqrt(d_model)`` plus the sinusoidal encoding (any length), post-LN
+    ``EncoderBlock`` (ReLU feed-forward of width ``d_ff``, biases) under a causal mask; no KV cache.
+    ``style="2025"``: RoPE, ``ModernBlock`` (RMSNorm, GQA with ``kv_heads``, SwiGLU of width ``d_ff``), final
+    RMSNorm, no biases, its functions taken from ``parts``. The head is tied to the token embedding.
+    ``max_len`` is the context the model is meant to be trained on (neither style has a position table).
     """
 
     def __init__(
@@ -218,31 +313,45 @@ class DecoderLM(nn.Module):
         max_len: int = 128,
         style: str = "2025",
         kv_heads: int = 2,
+        parts: Parts | None = None,
     ) -> None:
         super().__init__()
-        if style not in ("2017", "2025"):
-            raise ValueError(f"style must be '2017' or '2025', got {style!r}")
-        self.style, self.max_len = style, max_len
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+        if style == "2017" and parts is not None:
+            raise ValueError("`parts` are the functions of the 2025 block; the 2017 model is built from helpers.blocks")
+        self.style, self.max_len, self.d_model = style, max_len, d_model
         self.embed = nn.Embedding(vocab_size, d_model)
-        nn.init.normal_(self.embed.weight, std=0.02)
         if style == "2017":
-            self.pos = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+            nn.init.normal_(self.embed.weight, std=d_model**-0.5)  # times sqrt(d_model) in forward: unit scale
             self.blocks = nn.ModuleList(
-                EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu") for _ in range(num_layers)
+                EncoderBlock(d_model, num_heads, d_ff, norm_first=False, activation="relu") for _ in range(num_layers)
             )
-            self.norm: nn.Module = nn.LayerNorm(d_model)
+            self.norm: nn.Module = nn.Identity()  # post-LN: every block already ends with a LayerNorm
         else:
-            self.pos = None
-            self.blocks = nn.ModuleList(ModernBlock(d_model, num_heads, kv_heads, d_ff) for _ in range(num_layers))
-            self.norm = RMSNorm(d_model)
+            nn.init.normal_(self.embed.weight, std=0.02)
+            self.parts = parts or Parts()
+            self.blocks = nn.ModuleList(ModernBlock(d_model, num_heads, kv_heads, d_ff, self.parts) for _ in range(num_layers))
+            self.norm = RMSNorm(d_model, parts=self.parts)
+
+    def set_parts(self, parts: Parts) -> DecoderLM:
+        """Run the 2025 model with other functions from now on (the weights are untouched); returns the model."""
+        if self.style != "2025":
+            raise ValueError("only the 2025 model runs on `parts`")
+        self.parts = parts
+        for module in self.modules():
+            if isinstance(module, (RMSNorm, SwiGLU, GQAttention)):
+                module.parts = parts
+        return self
 
     def head(self, h: Tensor) -> Tensor:
         """Tied output head: ``(..., d_model)`` -> ``(..., vocab)``."""
         return h @ self.embed.weight.T
 
-    def forward(self, ids: Tensor, start: int = 0, caches: list | None = None) -> Tensor:
-        """Logits ``(b, n, vocab)``. With ``caches`` (2025 only, a list with one entry per block, each ``None`` or a
-        ``(k, v)`` pair), ``ids`` are positions ``start ..`` and the list is updated in place."""
+    def forward(self, ids: Tensor, start: int | None = None, caches: list | None = None) -> Tensor:
+        """Logits ``(b, n, vocab)``. With ``caches`` (2025 only: a list with one entry per block, each ``None`` or a
+        ``(k, v)`` pair, updated in place), ``ids`` are the positions after the cached ones; ``start``, if given,
+        must equal the cache length."""
         if ids.dim() != 2:
             raise ValueError(f"ids must be (batch, n) token ids, got shape {tuple(ids.shape)}")
         n = ids.shape[1]
@@ -250,40 +359,75 @@ class DecoderLM(nn.Module):
         if self.style == "2017":
             if caches is not None:
                 raise ValueError("the 2017 model has no KV cache: call it without `caches`")
-            if n > self.max_len:
-                raise ValueError(f"the 2017 model knows {self.max_len} positions; got a sequence of {n}")
-            x = x + self.pos[:n]
+            first = start or 0
+            pe = sinusoidal_positional_encoding(first + n, self.d_model)[first:]  # (n, d_model)
+            x = x * math.sqrt(self.d_model) + pe.to(device=x.device, dtype=x.dtype)
             mask = causal_mask(n, device=ids.device)  # (n, n)
             for block in self.blocks:
                 x = block(x, mask)
-        else:
-            for i, block in enumerate(self.blocks):
-                x, kv = block(x, start, None if caches is None else caches[i])
-                if caches is not None:
-                    caches[i] = kv
+            return self.head(self.norm(x))
+        if caches is not None:
+            if len(caches) != len(self.blocks):
+                raise ValueError(f"caches must hold one entry per block ({len(self.blocks)}), got {len(caches)}")
+            lengths = {_cache_length(c) for c in caches}
+            if len(lengths) != 1:
+                raise ValueError(f"the blocks' caches hold different numbers of positions: {sorted(lengths)}")
+            past = lengths.pop()
+            if start is not None and start != past:
+                raise ValueError(
+                    f"start={start} but the caches hold {past} positions: the new tokens are positions {past} onwards "
+                    "(leave start out to infer it from the caches)"
+                )
+            start = past
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, start, None if caches is None else caches[i])
+            if caches is not None:
+                caches[i] = kv
         return self.head(self.norm(x))
 
 
 # ---------------------------------------------------------------- sampling
 
 
-def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> Tensor:
-    """Divide by the temperature, keep the ``top_k`` largest and/or the smallest set of most likely tokens whose
-    probabilities reach ``top_p``; the others get ``-inf``. logits ``(..., vocab)`` -> ``(..., vocab)``."""
+def temperature_top_k(logits: Tensor, temperature: float = 1.0, k: int | None = None) -> Tensor:
+    """Divide by the temperature, then keep the ``k`` largest logits (all of them for ``k=None``); the others get
+    ``-inf``. logits ``(..., vocab)`` -> ``(..., vocab)``. Ties with the k-th largest are kept (as transformers'
+    ``TopKLogitsWarper``)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive (use greedy=True for the most likely token), got {temperature}")
     logits = logits / temperature
-    if top_k is not None:
-        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
-        probs = sorted_logits.softmax(-1)
-        before = probs.cumsum(-1) - probs  # probability of the tokens ranked above each one
-        drop_sorted = before >= top_p  # the first token is always kept
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
+    if k is None:
+        return logits
+    if k < 1:
+        raise ValueError(f"top-k keeps at least one token: k must be at least 1, got {k}")
+    kth = logits.topk(min(k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Keep the smallest set of most likely tokens whose probabilities reach ``p`` (always at least the most likely
+    one, as transformers' ``TopPLogitsWarper``); the others get ``-inf``. ``p >= 1`` keeps every token.
+    logits ``(..., vocab)`` -> ``(..., vocab)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"top_p must be between 0 and 1, got {p}")
+    if p >= 1.0:  # everything: in float32 a running sum can reach 1 before the last tokens, so do not compute it
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., vocab)
+    probs = sorted_logits.double().softmax(-1)  # float64: the running sum rounds less
+    above = probs.cumsum(-1) - probs  # (..., vocab): probability of the tokens ranked above each one
+    keep_sorted = above < p
+    keep_sorted[..., 0] = True  # the most likely token always stays (p = 0 too)
+    keep = keep_sorted.scatter(-1, order, keep_sorted)  # (..., vocab), back in vocabulary order
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> Tensor:
+    """Temperature, then top-k, then top-p (``temperature_top_k``, ``top_p_filter``): the dropped tokens get ``-inf``.
+
+    logits ``(..., vocab)`` -> ``(..., vocab)``; the most likely token is always kept.
+    """
+    logits = temperature_top_k(logits, temperature, top_k)
+    return logits if top_p is None else top_p_filter(logits, top_p)
 
 
 def sample_next(
@@ -293,22 +437,43 @@ def sample_next(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    logits_filter: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
-    """The next token ids ``(b,)`` from the last logits ``(b, vocab)``."""
+    """The next token ids ``(b,)`` from the last logits ``(b, vocab)``.
+
+    ``logits_filter`` (logits -> filtered logits, e.g. ``lambda z: my_top_p_filter(z, 0.9)``) replaces the
+    temperature, top_k and top_p arguments.
+    """
     if greedy:
         return logits.argmax(-1)
-    probs = filter_logits(logits, temperature, top_k, top_p).softmax(-1)  # (b, vocab)
+    if logits_filter is not None:
+        if temperature != 1.0 or top_k is not None or top_p is not None:
+            raise ValueError("give either logits_filter or temperature/top_k/top_p, not both")
+        filtered = logits_filter(logits)
+    else:
+        filtered = filter_logits(logits, temperature, top_k, top_p)
+    probs = filtered.float().softmax(-1)  # (b, vocab)
+    if not torch.isfinite(probs).all():
+        raise ValueError("the filtered logits keep no token (every logit is -inf): a filter must keep at least one")
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 @torch.no_grad()
-def generate(model: DecoderLM, prompt: Tensor, steps: int, use_cache: bool = True, **sampling) -> Tensor:
+def generate(
+    model: DecoderLM, prompt: Tensor, steps: int, use_cache: bool = True, window: int | None = None, **sampling
+) -> Tensor:
     """Extend ``prompt`` ``(b, n)`` by ``steps`` tokens; returns ``(b, n + steps)``.
 
-    Without the cache, each step runs the whole sequence (cut to the model's last ``max_len`` positions for
-    the 2017 model); with it (2025 only), the prompt runs once and each step runs only the newest token.
-    ``sampling`` goes to ``sample_next``.
+    With the cache (2025 only), the prompt runs once and each step runs only the newest token, at its position
+    in the growing sequence. Without it (``use_cache=False``, and always for the 2017 model), each step re-runs
+    the whole sequence, or only its last ``window`` tokens (positions 0 .. window - 1 each time: a sliding window,
+    which a cache cannot follow, since every kept token's position changes). ``sampling`` goes to ``sample_next``.
     """
+    if window is not None:
+        if use_cache and model.style == "2025":
+            raise ValueError("a sliding window re-runs the last `window` tokens at every step: call with use_cache=False")
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
     model.eval()
     ids = prompt
     if use_cache and model.style == "2025":
@@ -320,13 +485,13 @@ def generate(model: DecoderLM, prompt: Tensor, steps: int, use_cache: bool = Tru
             logits = model(nxt[:, None], ids.shape[1] - 1, caches)[:, -1]
         return ids
     for _ in range(steps):
-        context = ids if model.style == "2025" else ids[:, -model.max_len :]
+        context = ids if window is None else ids[:, -window:]
         nxt = sample_next(model(context)[:, -1], **sampling)  # (b,)
         ids = torch.cat([ids, nxt[:, None]], 1)
     return ids
 
 
-# ---------------------------------------------------------------- training
+# ---------------------------------------------------------------- training and evaluation
 
 
 @dataclass
@@ -412,6 +577,145 @@ def train_lm(
     return history
 
 
+def _windows(ids: Tensor, context: int) -> tuple[Tensor, Tensor]:
+    """Every non-overlapping window of ``context + 1`` tokens (overlapping by one): inputs and targets ``(w, context)``."""
+    count = (len(ids) - 1) // context
+    if count < 1:
+        raise ValueError(f"the text has {len(ids)} tokens, fewer than context + 1 = {context + 1}")
+    starts = torch.arange(count) * context  # (w,)
+    windows = ids[starts[:, None] + torch.arange(context + 1)]  # (w, context + 1)
+    return windows[:, :-1], windows[:, 1:]
+
+
+@torch.no_grad()
+def evaluate_lm(model: nn.Module, ids: Tensor, context: int = 64, batch_size: int = 256) -> float:
+    """Mean next-token loss (nats) over every character of ``ids`` that ends a full window: the text is cut into
+    consecutive windows of ``context`` predictions, so each prediction sees 0 to ``context - 1`` earlier characters."""
+    model.eval()
+    x, y = _windows(ids, context)
+    total = 0.0
+    for i in range(0, len(x), batch_size):
+        logits = model(x[i : i + batch_size])  # (b, context, V)
+        total += F.cross_entropy(logits.flatten(0, 1), y[i : i + batch_size].flatten(), reduction="sum").item()
+    return total / y.numel()
+
+
+@torch.no_grad()
+def loss_by_position(model: nn.Module, ids: Tensor, length: int, batch_size: int = 64) -> Tensor:
+    """Mean next-token loss at each position ``(length,)`` over every non-overlapping window of ``length`` of ``ids``.
+
+    Position t predicts character t + 1 from the t + 1 characters before it; past the context the model was
+    trained on, this shows whether it still works there (it need not: that is length extrapolation).
+    """
+    model.eval()
+    x, y = _windows(ids, length)
+    total = torch.zeros(length, dtype=torch.float64)
+    for i in range(0, len(x), batch_size):
+        logits = model(x[i : i + batch_size])  # (b, length, V)
+        losses = F.cross_entropy(logits.transpose(1, 2), y[i : i + batch_size], reduction="none")  # (b, length)
+        total += losses.double().sum(0)
+    return total / len(x)
+
+
+def ngram_loss(train_ids: Tensor, val_ids: Tensor, vocab_size: int, order: int = 2, alpha: float = 1.0) -> float:
+    """Validation loss (nats per character) of a count model with add-``alpha`` smoothing.
+
+    ``order=1``: character frequencies alone, ``p(c) = (count(c) + alpha) / (N + alpha V)``; ``order=2``: a bigram
+    table, ``p(c | prev) = (count(prev, c) + alpha) / (count(prev) + alpha V)``, scored on every validation
+    character after the first.
+    """
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order}")
+    if order == 1:
+        counts = torch.bincount(train_ids, minlength=vocab_size).double() + alpha  # (V,)
+        return -(counts / counts.sum()).log()[val_ids].mean().item()
+    pairs = torch.bincount(train_ids[:-1] * vocab_size + train_ids[1:], minlength=vocab_size**2)  # (V * V,)
+    counts = pairs.view(vocab_size, vocab_size).double() + alpha  # (V, V): row = previous character
+    log_p = (counts / counts.sum(-1, keepdim=True)).log()  # (V, V)
+    return -log_p[val_ids[:-1], val_ids[1:]].mean().item()
+
+
+# ---------------------------------------------------------------- the cost of one more token
+
+
+def _config(model: DecoderLM) -> dict[str, int]:
+    if model.style != "2025":
+        raise ValueError("the cost model is written for the 2025 model (its KV cache); the 2017 model has none")
+    attn = model.blocks[0].attn
+    return {
+        "layers": len(model.blocks),
+        "d_model": model.d_model,
+        "heads": attn.num_heads,
+        "kv_heads": attn.kv_heads,
+        "head_dim": attn.head_dim,
+        "d_ff": model.blocks[0].ff.w1.out_features,
+        "vocab": model.embed.num_embeddings,
+    }
+
+
+def decode_flops(model: DecoderLM, context: int) -> dict[str, int]:
+    """Floating-point operations of the matrix products of one generated token with ``context`` cached positions.
+
+    A product of ``(1, a)`` by ``(a, b)`` costs ``2ab`` (a multiply and an add each). Per layer: the projections
+    ``2 d (d + 2 g d_h + d)`` and the SwiGLU ``2 * 3 d d_ff`` do not depend on the context; the attention over the
+    ``t = context + 1`` keys (scores and weighted sum, every query head) costs ``2 * 2 h d_h t``: linear in t.
+    Plus the tied head ``2 d V`` once. Returns ``{"fixed", "attention", "total"}``.
+    """
+    c = _config(model)
+    d, g, dh, t = c["d_model"], c["kv_heads"], c["head_dim"], context + 1
+    per_layer_fixed = 2 * d * (d + 2 * g * dh + d) + 2 * 3 * d * c["d_ff"]
+    fixed = c["layers"] * per_layer_fixed + 2 * d * c["vocab"]
+    attention = c["layers"] * 2 * 2 * c["heads"] * dh * t
+    return {"fixed": fixed, "attention": attention, "total": fixed + attention}
+
+
+def cache_bytes(model: DecoderLM, context: int, bytes_per_value: int | None = None) -> int:
+    """Bytes of the KV cache for ``context`` positions, batch 1: ``2 (keys and values) x layers x g x d_h x context``
+    values, at ``bytes_per_value`` (the model's own: 4 for float32)."""
+    c = _config(model)
+    size = bytes_per_value if bytes_per_value is not None else model.embed.weight.element_size()
+    return 2 * c["layers"] * c["kv_heads"] * c["head_dim"] * context * size
+
+
+def random_caches(model: DecoderLM, context: int, batch: int = 1, seed: int = 0) -> list[tuple[Tensor, Tensor]]:
+    """A cache of ``context`` random positions for every block (what one step costs does not depend on what the
+    cache holds, so long contexts are timed without running a long prompt first)."""
+    c = _config(model)
+    weight = model.embed.weight
+    gen = torch.Generator().manual_seed(seed)
+    shape = (batch, c["kv_heads"], context, c["head_dim"])
+    return [
+        (
+            torch.randn(shape, generator=gen).to(device=weight.device, dtype=weight.dtype),
+            torch.randn(shape, generator=gen).to(device=weight.device, dtype=weight.dtype),
+        )
+        for _ in model.blocks
+    ]
+
+
+@torch.no_grad()
+def count_decode_flops(model: DecoderLM, context: int) -> int:
+    """The FLOPs of one cached step after ``context`` positions, counted by ``torch.utils.flop_counter.FlopCounterMode``.
+
+    The fused attention kernel is invisible to the counter on a CPU, so the step runs with the written-out
+    ``cached_attention_math`` (the model's own parts are restored afterwards).
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _config(model)  # the 2025 model only
+    saved = model.parts
+    model.set_parts(replace(saved, cached_attention=cached_attention_math))
+    try:
+        model.eval()
+        caches: list = random_caches(model, context)
+        token = torch.zeros(1, 1, dtype=torch.long, device=model.embed.weight.device)
+        with FlopCounterMode(display=False) as counter:
+            model(token, context, caches)
+    finally:
+        model.set_parts(saved)
+    return int(counter.get_total_flops())
+
+
 @torch.no_grad()
 def time_per_token(
     model: DecoderLM,
@@ -420,15 +724,19 @@ def time_per_token(
     use_cache: bool = True,
     repeats: int = 1,
     seed: int = 0,
+    prefill: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> float:
-    """Seconds per generated token (greedy, batch 1) after a prompt of ``context`` random tokens.
+    """Seconds per generated token (greedy, batch 1) after a context of ``context`` tokens; the best of ``repeats``.
 
-    With the cache, the prompt is run once before the clock starts (its cost is paid once, not per token);
-    without it, every step re-runs the whole sequence. The best of ``repeats`` runs is returned (the least
-    disturbed by other work on the machine). The 2025 model only (RoPE has no length limit).
+    With the cache, the context is in the cache before the clock starts: by running a random prompt
+    (``prefill=True``) or, much faster for long contexts, as random keys and values (``prefill=False``; a step
+    costs the same), followed by one untimed step. Without it, every step re-runs the whole sequence (the 2017
+    model too). ``clock``: wall time by default; ``time.process_time`` counts only this process's CPU time, which
+    other work on a shared machine disturbs far less.
     """
-    if model.style != "2025":
-        raise ValueError("time_per_token needs the 2025 model (the 2017 model has no KV cache)")
+    if use_cache and model.style != "2025":
+        raise ValueError("time_per_token with use_cache=True needs the 2025 model (the 2017 model has no KV cache)")
     if steps < 1 or repeats < 1:
         raise ValueError(f"steps and repeats must be at least 1, got {steps} and {repeats}")
     model.eval()
@@ -438,17 +746,44 @@ def time_per_token(
     for _ in range(repeats):
         ids = prompt.to(device)  # (1, context)
         if use_cache:
-            caches: list = [None] * len(model.blocks)
-            logits = model(ids, 0, caches)[:, -1]  # (1, vocab)
-            begin = time.perf_counter()
-            for _ in range(steps):
+            if prefill:
+                caches: list = [None] * len(model.blocks)
+                logits = model(ids, 0, caches)[:, -1]  # (1, vocab)
+            else:
+                caches = random_caches(model, context, seed=seed)
+                logits = torch.zeros(1, model.embed.num_embeddings, device=device)
+            logits = model(logits.argmax(-1)[:, None], context, caches)[:, -1]  # one untimed step: first allocations
+            begin = clock()
+            for step in range(steps):
                 nxt = logits.argmax(-1)  # (1,)
-                ids = torch.cat([ids, nxt[:, None]], 1)
-                logits = model(nxt[:, None], ids.shape[1] - 1, caches)[:, -1]
+                logits = model(nxt[:, None], context + 1 + step, caches)[:, -1]
         else:
-            begin = time.perf_counter()
+            begin = clock()
             for _ in range(steps):
                 nxt = model(ids)[:, -1].argmax(-1)  # (1,)
                 ids = torch.cat([ids, nxt[:, None]], 1)
-        best = min(best, (time.perf_counter() - begin) / steps)
+        best = min(best, (clock() - begin) / steps)
     return best
+
+
+def decode_times(
+    model: DecoderLM,
+    contexts: Sequence[int],
+    steps: int = 16,
+    repeats: int = 5,
+    use_cache: bool = True,
+    warmup: int = 1,
+    clock: Callable[[], float] = time.process_time,
+) -> list[float]:
+    """Median CPU seconds per generated token at each context, the way ``benchmarks/`` measures: ``warmup`` untimed
+    rounds, then ``repeats`` rounds that each time every context once (interleaved, so a change of the machine's
+    load hits every context alike); cached steps start from random caches (``time_per_token(prefill=False)``).
+    The clock is this process's CPU time (``time.process_time``), which other processes on a shared machine
+    disturb far less than the wall clock; pass ``clock=time.perf_counter`` for wall time."""
+    times: dict[int, list[float]] = {n: [] for n in contexts}
+    for round_ in range(warmup + repeats):
+        for n in contexts:
+            seconds = time_per_token(model, n, steps, use_cache, repeats=1, seed=round_, prefill=False, clock=clock)
+            if round_ >= warmup:
+                times[n].append(seconds)
+    return [statistics.median(times[n]) for n in contexts]
