@@ -50,6 +50,8 @@ _LONGEST_FIRST = (
     "build/suite/SETUP/11_language_model.ipynb",  # 68 s
     "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 46 s
     "notebooks/solutions/11_language_model.ipynb",  # 34 s
+    "build/suite/SETUP/13_induction_heads.ipynb",  # 33 s of kernel CPU under avx2, 69 s under default
+    "notebooks/solutions/13_induction_heads.ipynb",  # 35 s of kernel CPU
     "build/suite/SETUP/12_attention_at_scale.ipynb",  # 20 s of kernel CPU under avx2, 36 s under default
     "notebooks/solutions/12_attention_at_scale.ipynb",  # 20 s of kernel CPU
     "notebooks/08_vision_transformer.ipynb",  # 21 s as a smoke test (the other student notebooks take 7 to 18 s)

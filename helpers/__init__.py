@@ -15,6 +15,8 @@ Modules, one job each:
 - ``helpers.sliding``    sliding windows, a rolling KV cache, notebook 11's model under a window
 - ``helpers.linear_attention``  linear attention: recurrent, parallel and chunked
 - ``helpers.kv_cost``    KV-cache bytes for MHA, GQA, MQA and MLA, and published configurations
+- ``helpers.models.induction``, ``helpers.data.induction``  notebook 13's attention-only model, its scores, ablations
+  and repeated random sequences
 - ``helpers.handwritten``  transformer weights written by hand: the residual-stream layout and the programs (notebook 14)
 - ``helpers.handwritten_eval``  a program scored on its whole domain, rounding bounds, robustness sweeps
 - ``helpers.plots``      attention heatmaps, head grids, training curves

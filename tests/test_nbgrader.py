@@ -1,6 +1,7 @@
 """Grading with real nbgrader: instructor copy, generate_assignment, submissions, autograde, the scores per exercise.
 
-Notebooks 01 and 02 (the fastest) go through nbgrader in a temporary course directory with the repository's own
+Notebooks 01 and 02 (the fastest) and 09 (its models train with the learner's code; the training runs are cut to a few
+steps, ``COURSE_SMOKE_TEST=1``, which changes no score) go through nbgrader in a temporary course directory with the repository's own
 nbgrader_config.py. Three students submit each: "blank" (the released notebook as it is), "wrong" (a typical mistake in
 every exercise) and "right" (the solutions). nbgrader's gradebook must give 0, 0 and full marks, exercise by exercise,
 and a failed exercise must fail its own check cell only: the notebook carries on with the reference.
@@ -26,7 +27,8 @@ from helpers.student import KERNELSPEC, SOLUTIONS_DIR, STUDENT_DIR
 
 pytest.importorskip("nbgrader", reason="nbgrader is installed from requirements.txt")
 
-NOTEBOOKS = ["01_attention_shapes", "02_attention_by_hand"]
+# 01 (value answers), 02 (functions) and 09, whose models train with the learner's code where it passed its check.
+NOTEBOOKS = ["01_attention_shapes", "02_attention_by_hand", "09_translation_encoder_decoder"]
 STUDENTS = ("blank", "wrong", "right")
 TAMPERED, TAMPERED_CELL = ("02_attention_by_hand", "wrong"), "check_softmax"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -49,14 +51,22 @@ WRONG = {
     "answer_spot_the_mistakes": ("scale_used = ", "scale_used = math.sqrt(Q.shape[-1])  # "),  # what the formula says
     "answer_softmax": ("exps.sum(dim=dim, keepdim=True)", "exps.sum(dim=0, keepdim=True)"),  # the wrong axis
     "answer_scaled_dot_product_attention": (" / math.sqrt(d_k)", ""),  # the scale forgotten
+    "answer_shift_right": ("torch.cat([bos, tgt[:, :-1]], dim=1)", "torch.cat([bos, tgt[:, 1:]], dim=1)"),  # drops the first word
+    "answer_source_padding_mask": ("(src != PAD)[:, None, :]", "(src != PAD)[:, :, None]"),  # a mask along the queries
+    "answer_greedy_decode": ("model.decode(ys, state)[:, -1]", "model.decode(ys, state)[:, 0]"),  # the first position's logits
+    "answer_additive_attention": (
+        "torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))",
+        "(att.W1(h) + att.W2(s).unsqueeze(1))",  # the tanh forgotten
+    ),
 }
 
 
 def _nbgrader(*args: str, root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    # COURSE_SMOKE_TEST=1: 09's training runs take a few steps (helpers.smoke); a score depends on the checks only
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "COURSE_SMOKE_TEST": "1"}
     command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     print(f"nbgrader {' '.join(args)}: {time.perf_counter() - start:.1f} s")
     assert result.returncode == 0, result.stdout + result.stderr
     return result

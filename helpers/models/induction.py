@@ -1,0 +1,452 @@
+"""Notebook 13: an attention-only transformer in which induction heads form, and the tools to take it apart.
+
+``AttentionOnlyLM`` embeds tokens, adds a learned position embedding, runs ``num_layers`` layers of the course's
+``helpers.attention.MultiHeadAttention`` under a causal mask, each added to the residual stream (no MLP, no norm),
+and reads the logits with an unembedding matrix. Because nothing but attention touches the residual stream, it is
+exactly the sum of the embeddings and of every head's output, which is what makes the circuit readable:
+
+    x_0 = E[ids] + P                      (b, n, d)
+    x_{l+1} = x_l + sum_h  z_{l,h} W_O^{l,h}    where z_{l,h} = softmax(q k^T / sqrt(d_k)) v  (b, n, d_k)
+    logits = x_L U^T                      (b, n, V)
+
+``forward(ids, edit=..., paths=...)`` runs the same computation as ``MultiHeadAttention.forward`` (its own projections,
+``split_heads``, ``scaled_dot_product_attention``, ``merge_heads``) and can
+
+- change each layer's per-head results ``z`` before ``W_O`` (``edit={layer: fn}``, ``fn(z) -> z``; ablations), and
+- remove chosen heads' outputs from the residual stream that feeds the queries, keys or values of a later layer only
+  (``paths``; path patching: K-composition);
+
+``run_with_patterns`` also returns every layer's attention pattern ``(b, heads, n, n)``.
+
+The reference score functions the notebook's exercises re-derive live here: ``prev_token_score``,
+``induction_score``, ``ablate_head``; with ``composition_scores`` (Elhage et al., 2021) and the training loop
+``train_induction`` (AdamW, steps through ``helpers.smoke.capped``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from helpers.attention import MultiHeadAttention, causal_mask, merge_heads, scaled_dot_product_attention, split_heads
+from helpers.blocks import sinusoidal_positional_encoding
+from helpers.data.induction import held_out_set, repeated_half_mask, train_batch
+from helpers.smoke import capped
+
+__all__ = [
+    "AttentionOnlyLM",
+    "prev_token_score",
+    "induction_score",
+    "duplicate_token_score",
+    "ablate_head",
+    "repeated_half_loss",
+    "per_position_loss",
+    "head_ablation_losses",
+    "path_patching_losses",
+    "composition_scores",
+    "induction_qk_circuit",
+    "InductionHistory",
+    "train_induction",
+    "phase_change",
+    "lm_patterns",
+]
+
+ZEdit = Callable[[Tensor], Tensor]
+Head = tuple[int, int]
+
+
+class AttentionOnlyLM(nn.Module):
+    """A decoder made of attention alone: ``forward(ids)``, ids ``(b, n)`` int64 -> logits ``(b, n, vocab_size)``.
+
+    ``num_layers`` layers of ``MultiHeadAttention(d_model, num_heads, bias=False)`` (``self.layers``), each added to
+    the residual stream under a causal mask; token embedding ``embed`` ``(vocab_size, d_model)``, learned positions
+    ``pos`` ``(max_len, d_model)``, unembedding ``unembed`` (an ``nn.Linear(d_model, vocab_size, bias=False)``).
+    No MLP, no layer norm, no biases: the residual stream is the sum of the embeddings and the heads' outputs.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 32,
+        num_heads: int | Sequence[int] = 2,
+        num_layers: int = 2,
+        max_len: int = 64,
+        positions: str = "learned",
+    ) -> None:
+        super().__init__()
+        heads = (num_heads,) * num_layers if isinstance(num_heads, int) else tuple(num_heads)
+        if len(heads) != num_layers:
+            raise ValueError(f"num_heads gives {len(heads)} head counts for {num_layers} layers")
+        self.vocab_size, self.d_model, self.num_layers, self.max_len = vocab_size, d_model, num_layers, max_len
+        self.heads = heads  # heads per layer
+        self.embed = nn.Embedding(vocab_size, d_model)
+        if positions == "learned":
+            self.pos = nn.Parameter(torch.randn(max_len, d_model) / math.sqrt(d_model))
+        elif positions == "sinusoidal":
+            self.register_buffer("pos", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+        else:
+            raise ValueError(f"positions must be 'learned' or 'sinusoidal', got {positions!r}")
+        self.layers = nn.ModuleList(MultiHeadAttention(d_model, h, bias=False) for h in heads)
+        self.unembed = nn.Linear(d_model, vocab_size, bias=False)
+        nn.init.normal_(self.embed.weight, std=1 / math.sqrt(d_model))
+
+    def head_outputs(self, layer: int, z: Tensor) -> Tensor:
+        """Each head's contribution to the residual stream: z ``(b, heads, n, d_k)`` -> ``(b, heads, n, d_model)``.
+
+        Head h's slice of ``W_O`` (columns ``h*d_k .. (h+1)*d_k - 1`` of ``w_o.weight``) maps its result into the
+        stream; summed over heads this is ``w_o(merge_heads(z))``.
+        """
+        attn = self.layers[layer]
+        w_o = attn.w_o.weight.T.unflatten(0, (attn.num_heads, attn.d_k))  # (heads, d_k, d_model)
+        return torch.einsum("bhnk,hkd->bhnd", z, w_o)
+
+    def embed_ids(self, ids: Tensor) -> Tensor:
+        """``E[ids] + P``: ids ``(b, n)`` -> the residual stream before layer 0, ``(b, n, d_model)``."""
+        if ids.dim() != 2:
+            raise ValueError(f"ids must be (batch, n) token ids, got shape {tuple(ids.shape)}")
+        n = ids.shape[1]
+        if n > self.max_len:
+            raise ValueError(f"the model knows {self.max_len} positions; got a sequence of {n}")
+        return self.embed(ids) + self.pos[:n]
+
+    def run_with_patterns(
+        self,
+        ids: Tensor,
+        edit: Mapping[int, ZEdit] | None = None,
+        paths: Mapping[tuple[int, str], Sequence[Head]] | None = None,
+        path_value: str = "zero",
+    ) -> tuple[Tensor, list[Tensor]]:
+        """Logits ``(b, n, V)`` and each layer's attention pattern ``(b, heads, n, n)`` (rows: queries, columns: keys).
+
+        ``edit[layer](z)`` replaces layer ``layer``'s per-head results z ``(b, heads, n, d_k)`` before ``W_O``.
+        ``paths[(layer, "q" | "k" | "v")]`` lists heads ``(l, h)`` of earlier layers whose outputs are removed from
+        the stream that feeds that input of ``layer`` only (the rest of the model still sees them):
+        ``path_value="zero"`` removes the output, ``"mean"`` replaces it by its mean over the batch.
+        """
+        x = self.embed_ids(ids)  # (b, n, d)
+        n = ids.shape[1]
+        mask = causal_mask(n, device=ids.device)  # (n, n)
+        outputs: dict[Head, Tensor] = {}  # (l, h) -> that head's contribution (b, n, d)
+        patterns = []
+        for layer, attn in enumerate(self.layers):
+            inputs = {}
+            for part in ("q", "k", "v"):
+                removed = (paths or {}).get((layer, part), ())
+                stream = x
+                for head in removed:
+                    if head[0] >= layer:
+                        raise ValueError(f"path {(layer, part)}: head {head} is not in an earlier layer")
+                    out = outputs[tuple(head)]
+                    stream = stream - out + (out.mean(0, keepdim=True) if path_value == "mean" else 0)
+                inputs[part] = stream
+            q = split_heads(attn.w_q(inputs["q"]), attn.num_heads)  # (b, heads, n, d_k)
+            k = split_heads(attn.w_k(inputs["k"]), attn.num_heads)  # (b, heads, n, d_k)
+            v = split_heads(attn.w_v(inputs["v"]), attn.num_heads)  # (b, heads, n, d_k)
+            z, pattern = scaled_dot_product_attention(q, k, v, mask)  # (b, heads, n, d_k), (b, heads, n, n)
+            if edit is not None and layer in edit:
+                z = edit[layer](z)
+            patterns.append(pattern)
+            if paths:
+                per_head = self.head_outputs(layer, z)  # (b, heads, n, d)
+                for h in range(attn.num_heads):
+                    outputs[(layer, h)] = per_head[:, h]
+                x = x + per_head.sum(1)
+            else:
+                x = x + attn.w_o(merge_heads(z))  # (b, n, d)
+        return self.unembed(x), patterns
+
+    def forward(
+        self,
+        ids: Tensor,
+        edit: Mapping[int, ZEdit] | None = None,
+        paths: Mapping[tuple[int, str], Sequence[Head]] | None = None,
+        path_value: str = "zero",
+    ) -> Tensor:
+        """Logits ``(b, n, vocab_size)``; ``edit`` and ``paths`` as in ``run_with_patterns``.
+
+        Without them, each layer is the course's ``MultiHeadAttention`` called as is, with the fused kernel
+        (``need_weights=False``): the same function, faster for training.
+        """
+        if edit or paths:
+            return self.run_with_patterns(ids, edit, paths, path_value)[0]
+        x = self.embed_ids(ids)  # (b, n, d)
+        mask = causal_mask(ids.shape[1], device=ids.device)  # (n, n)
+        for attn in self.layers:
+            x = x + attn(x, x, x, mask, need_weights=False)[0]  # (b, n, d)
+        return self.unembed(x)
+
+
+# ---------------------------------------------------------------- scores (the exercises' references)
+
+
+def prev_token_score(pattern: Tensor) -> Tensor:
+    """How much each head attends to the previous token: pattern ``(b, heads, n, n)`` -> ``(heads,)``.
+
+    The mean over the batch and over queries ``i = 1 .. n-1`` of ``pattern[b, h, i, i-1]`` (query 0 has no
+    previous token). 1 for a head that always attends to the previous token.
+    """
+    return pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))  # (heads,)
+
+
+def induction_score(pattern: Tensor, period: int) -> Tensor:
+    """How much each head attends to the token after the earlier occurrence of the current one: -> ``(heads,)``.
+
+    pattern ``(b, heads, n, n)`` of sequences that end in two copies of ``period`` tokens (with or without a token
+    before them). A query ``i`` in the second copy (``i = n - period .. n - 1``) holds the token that was at ``i - period``;
+    the token after that earlier occurrence is at ``i - period + 1``. The score is the mean of
+    ``pattern[b, h, i, i - period + 1]`` over the batch and those ``period`` queries.
+    """
+    diag = pattern.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)  # (b, heads, n - period + 1): query i, key i - period + 1
+    return diag[..., -period:].mean(dim=(0, -1))  # (heads,): the queries n - period .. n - 1
+
+
+def duplicate_token_score(pattern: Tensor, period: int) -> Tensor:
+    """Attention from each query of the second copy to the earlier occurrence of its own token, ``i - period``: ``(heads,)``."""
+    diag = pattern.diagonal(offset=-period, dim1=-2, dim2=-1)  # (b, heads, n - period)
+    return diag[..., -period:].mean(dim=(0, -1))
+
+
+def ablate_head(z: Tensor, head: int, how: str = "zero") -> Tensor:
+    """z ``(b, heads, n, d_k)`` -> a new tensor in which head ``head``'s results are zero (``how="zero"``) or
+    replaced, at each position, by their mean over the batch (``how="mean"``); the other heads unchanged."""
+    if how not in ("zero", "mean"):
+        raise ValueError(f"how must be 'zero' or 'mean', got {how!r}")
+    out = z.clone()
+    out[:, head] = 0.0 if how == "zero" else z[:, head].mean(dim=0, keepdim=True)
+    return out
+
+
+# ---------------------------------------------------------------- losses
+
+
+def per_position_loss(logits: Tensor, ids: Tensor) -> Tensor:
+    """Cross-entropy of each next-token prediction: logits ``(b, n, V)``, ids ``(b, n)`` -> ``(b, n - 1)`` nats."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view(ids.shape[0], -1)
+
+
+def repeated_half_loss(logits: Tensor, ids: Tensor, period: int) -> Tensor:
+    """Mean cross-entropy (nats) over the predictable targets of the second copy (``helpers.data.induction.repeated_half_mask``)."""
+    mask = repeated_half_mask(ids.shape[1], period).to(ids.device)  # (n - 1,)
+    return per_position_loss(logits, ids)[:, mask].mean()
+
+
+@torch.no_grad()
+def head_ablation_losses(model: AttentionOnlyLM, ids: Tensor, period: int, how: str = "mean", ablate=ablate_head) -> Tensor:
+    """The repeated-half loss with each head ablated in turn: ``(num_layers, num_heads)`` nats.
+
+    ``ablate(z, head, how)`` is the ablation (the reference ``ablate_head`` unless the notebook passes its own).
+    """
+    model.eval()
+    losses = torch.full((model.num_layers, max(model.heads)), float("nan"))
+    for layer in range(model.num_layers):
+        for head in range(model.heads[layer]):
+            logits = model(ids, edit={layer: lambda z, h=head: ablate(z, h, how)})
+            losses[layer, head] = repeated_half_loss(logits, ids, period)
+    return losses
+
+
+@torch.no_grad()
+def path_patching_losses(
+    model: AttentionOnlyLM, ids: Tensor, period: int, head: Head, layer: int = 1, how: str = "mean"
+) -> dict[str, float]:
+    """The repeated-half loss when ``head``'s output is removed from the input of ``layer``'s queries, keys or values
+    only (``"q"``, ``"k"``, ``"v"``), from all three (``"qkv"``), and with nothing removed (``"none"``)."""
+    model.eval()
+    result = {"none": repeated_half_loss(model(ids), ids, period).item()}
+    for parts in ("q", "k", "v", "qkv"):
+        paths = {(layer, p): [head] for p in parts}
+        result[parts] = repeated_half_loss(model(ids, paths=paths, path_value=how), ids, period).item()
+    return result
+
+
+@torch.no_grad()
+def composition_scores(model: AttentionOnlyLM, kind: str = "k") -> Tensor:
+    """Elhage et al.'s composition scores between every layer-0 head and every layer-1 head: ``(heads_0, heads_1)``.
+
+    ``|| W_QK^{1,j} W_OV^{0,i} ||_F / (|| W_QK^{1,j} ||_F || W_OV^{0,i} ||_F)`` for K-composition (``kind="k"``),
+    with ``W_QK = W_Q^T W_K`` ``(d, d)`` acting on the residual stream and ``W_OV = W_O W_V`` ``(d, d)``;
+    ``kind="q"`` uses ``W_QK^T`` (the head's output read by the queries), ``kind="v"`` the product ``W_OV^{1,j} W_OV^{0,i}``.
+    Matrices are in ``nn.Linear``'s layout (out, in), so a residual vector is a column: a head writes ``W_OV x``.
+    """
+
+    def qk_ov(layer: int, h: int) -> tuple[Tensor, Tensor]:
+        attn = model.layers[layer]
+        rows = slice(h * attn.d_k, (h + 1) * attn.d_k)
+        w_q, w_k, w_v = attn.w_q.weight[rows], attn.w_k.weight[rows], attn.w_v.weight[rows]  # (d_k, d) each
+        w_o = attn.w_o.weight[:, rows]  # (d, d_k)
+        return (w_q.T @ w_k).double(), (w_o @ w_v).double()  # (d, d): x_q^T W_QK x_k is the score; W_OV x is the output
+
+    scores = torch.zeros(model.heads[0], model.heads[1], dtype=torch.float64)
+    for i in range(model.heads[0]):
+        _, ov0 = qk_ov(0, i)
+        for j in range(model.heads[1]):
+            qk1, ov1 = qk_ov(1, j)
+            product = {"k": qk1 @ ov0, "q": qk1.T @ ov0, "v": ov1 @ ov0}[kind]
+            second = {"k": qk1, "q": qk1, "v": ov1}[kind]
+            scores[i, j] = product.norm() / (second.norm() * ov0.norm())
+    return scores
+
+
+@torch.no_grad()
+def induction_qk_circuit(model: AttentionOnlyLM, prev_head: int, head: int = 0, layer: int = 1) -> Tensor:
+    """The score the layer-1 ``head`` gives from a query holding token ``a`` to a key whose previous token is ``b``,
+    through layer 0's ``prev_head`` alone (K-composition), positions left out: ``(V, V)`` float64.
+
+    ``scores[a, b] = (W_Q e_a) . (W_K W_OV e_b) / sqrt(d_k)``, with ``e`` the token embeddings, ``W_Q``, ``W_K`` the
+    layer-1 head's rows of its projections and ``W_OV = W_O W_V`` the layer-0 head's output for its input token.
+    An induction head built on that previous-token head scores highest on the diagonal (``b == a``). Computed on
+    the CPU, whatever the model's device.
+    """
+
+    def weight(linear: nn.Linear, rows: slice) -> Tensor:
+        return linear.weight.detach().double().cpu()[rows]
+
+    emb = model.embed.weight.detach().double().cpu()  # (V, d)
+    first, second = model.layers[0], model.layers[layer]
+    rows0 = slice(prev_head * first.d_k, (prev_head + 1) * first.d_k)
+    rows1 = slice(head * second.d_k, (head + 1) * second.d_k)
+    w_ov = first.w_o.weight.detach().double().cpu()[:, rows0] @ weight(first.w_v, rows0)  # (d, d)
+    queries = emb @ weight(second.w_q, rows1).T  # (V, d_k)
+    keys = emb @ w_ov.T @ weight(second.w_k, rows1).T  # (V, d_k): the key of a position whose previous token is b
+    return queries @ keys.T / math.sqrt(second.d_k)  # (V, V)
+
+
+# ---------------------------------------------------------------- training
+
+
+@dataclass
+class InductionHistory:
+    """The repeated-half validation loss (nats) at ``steps``, the training seconds (wall) and CPU seconds."""
+
+    steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def train_induction(
+    model: AttentionOnlyLM,
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    min_period: int = 8,
+    max_period: int = 24,
+    val_period: int = 16,
+    val_batch: int = 64,
+    eval_every: int = 10,
+    weight_decay: float = 0.0,
+    warmup: int = 0,
+    schedule: str = "constant",
+    distinct: bool = False,
+    seed: int = 0,
+    val_seed: int | None = None,
+) -> InductionHistory:
+    """AdamW on fresh repeated sequences (a period drawn per batch, ``helpers.data.induction.train_batch``).
+
+    Every ``eval_every`` steps (and before the first) the repeated-half loss is measured on a fixed validation set
+    of ``val_batch`` sequences of period ``val_period`` (seed ``VALIDATION_SEED`` unless ``val_seed``). Batches come
+    from a generator seeded with ``seed``; the model's initial weights are the caller's. Constant learning rate after
+    a linear warm-up of ``warmup`` steps. In a smoke run (``helpers.smoke``) only a few steps are taken.
+    """
+    steps = capped(steps, 5)
+    vocab = model.vocab_size - 1  # the last id is BOS
+    generator = torch.Generator().manual_seed(seed)
+    kwargs = {} if val_seed is None else {"seed": val_seed}
+    val_ids = held_out_set(val_batch, val_period, vocab, distinct=distinct, **kwargs).to(model.embed.weight.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
+    history = InductionHistory()
+
+    def evaluate(step: int) -> None:
+        model.eval()
+        with torch.no_grad():
+            history.steps.append(step)
+            history.val_loss.append(repeated_half_loss(model(val_ids), val_ids, val_period).item())
+
+    begin, begin_cpu = time.perf_counter(), time.process_time()
+    evaluate(0)
+    for step in range(1, steps + 1):
+        factor = min(1.0, step / warmup) if warmup else 1.0
+        if schedule == "cosine":
+            factor *= 0.5 * (1 + math.cos(math.pi * (step - 1) / steps))
+        for group in optimizer.param_groups:
+            group["lr"] = lr * factor
+        model.train()
+        ids, _ = train_batch(batch_size, min_period, max_period, vocab, generator, distinct)
+        ids = ids.to(model.embed.weight.device)
+        logits = model(ids)  # (b, n, V)
+        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % eval_every == 0 or step == steps:
+            evaluate(step)
+    history.seconds, history.cpu_seconds = time.perf_counter() - begin, time.process_time() - begin_cpu
+    return history
+
+
+def phase_change(steps: Sequence[int], losses: Sequence[float], low: float = 0.1, high: float = 0.9) -> dict[str, float]:
+    """Where a loss curve drops: from ``L_0 = losses[0]`` to ``L_end = losses[-1]``, the first step at which
+    ``low`` of the drop is done (loss <= L_0 - low * drop) and the first at which ``high`` of it is done.
+
+    Returns ``start``, ``middle`` (half the drop done), ``end`` (steps), ``width`` (``end - start``), ``fraction``
+    (``width`` over the last step) and ``drop`` (nats). With the defaults, ``fraction`` is the share of the training steps in which the middle 80% of
+    the drop happened.
+    """
+    if len(steps) != len(losses) or len(steps) < 2:
+        raise ValueError("steps and losses must have the same length, at least 2")
+    first, last = losses[0], losses[-1]
+    drop = first - last
+
+    def done(share: float) -> int:  # the first step at which `share` of the drop is done (the last step always is)
+        return next(s for s, v in zip(steps, losses, strict=True) if v <= first - share * drop)
+
+    start, end = done(low), done(high)
+    return {
+        "start": start,
+        "middle": done(0.5),
+        "end": end,
+        "width": end - start,
+        "fraction": (end - start) / steps[-1],
+        "drop": drop,
+    }
+
+
+# ---------------------------------------------------------------- notebook 11's model
+
+
+@torch.no_grad()
+def lm_patterns(model: nn.Module, ids: Tensor) -> list[Tensor]:
+    """Every layer's attention pattern ``(b, heads, n, n)`` of notebook 11's ``DecoderLM`` (``style="2025"``).
+
+    ``GQAttention`` calls the fused ``F.scaled_dot_product_attention``, which returns no weights, so its input is
+    captured with a forward pre-hook and the pattern recomputed from the layer's own projections and RoPE:
+    ``softmax(rope(q) rope(k)^T / sqrt(d) + causal)``, with the key heads shared as in the model (``repeat_kv``).
+    """
+    from helpers.models.lm import apply_rope, repeat_kv, rope_angles
+
+    captured: list[Tensor] = []
+    handles = [block.attn.register_forward_pre_hook(lambda m, args: captured.append(args[0])) for block in model.blocks]
+    try:
+        model.eval()
+        model(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    patterns = []
+    n = ids.shape[1]
+    mask = causal_mask(n, device=ids.device)
+    for block, x in zip(model.blocks, captured, strict=True):
+        attn = block.attn
+        q = split_heads(attn.w_q(x), attn.num_heads)  # (b, h, n, d)
+        k = split_heads(attn.w_k(x), attn.kv_heads)  # (b, g, n, d)
+        angles = rope_angles(n, attn.head_dim, attn.base).to(x.device)  # (n, d/2)
+        q, k = apply_rope(q, angles), repeat_kv(apply_rope(k, angles), attn.num_heads // attn.kv_heads)
+        _, pattern = scaled_dot_product_attention(q, k, torch.zeros_like(k), mask)  # (b, h, n, n)
+        patterns.append(pattern)
+    return patterns
