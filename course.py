@@ -11,8 +11,8 @@ when that index cannot be reached the default index is used, and the reason is p
 
 ``lab`` opens ``workspace/``, your own git-ignored copy of the student notebooks:
 made on first use and never overwritten; a notebook added by a course update is
-copied in, and a changed one is put beside yours as ``NN_UPDATE_<date>_topic.ipynb``
-with a first cell that says so (or updated in place when you never changed your
+copied in, and a changed one is put beside yours as ``NN_UPDATE-k_<date>_topic.ipynb``
+with a first cell that says so and what changed (or updated in place when you never changed your
 copy). The lab is the student's: nbgrader's menus, sidebar and Validate button are
 switched off there (``student_jupyter_config``). Options go to Jupyter; as root (a
 container, a cloud VM) ``--allow-root`` is added.
@@ -75,6 +75,12 @@ NBGRADER_SERVER_EXTENSIONS = (
     "nbgrader.server_extensions.validate_assignment",
 )
 NBGRADER_LAB_EXTENSIONS = ("@jupyter/nbgrader",)
+# JupyterLab's defaults in the student's lab (a learner can still change them in Settings): long code lines wrap instead
+# of hiding their end (a shape comment) past the window's edge, and no toast asks about Jupyter's news over the outputs.
+STUDENT_LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension:tracker": {"codeCellConfig": {"lineNumbers": False, "lineWrap": True}},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
 
 # PyTorch's own index of CPU-only wheels (https://pytorch.org/get-started/locally/). The connect time-out is short on
 # purpose: an unreachable index (a firewall, an offline mirror) must cost seconds, not pip's minutes of retries.
@@ -271,36 +277,84 @@ def _sha256(path: Path) -> str:
 
 
 def update_path(name: str, when: str, workspace: Path) -> Path:
-    """Where a course update of ``name`` goes beside the student's copy: ``09_UPDATE_2026-11-24_topic.ipynb``.
+    """Where a course update of ``name`` goes beside the student's copy: ``09_UPDATE-1_2026-11-24_topic.ipynb``.
 
-    The number and ``UPDATE`` come first, so the file browser tells it from ``09_topic.ipynb`` even when it cuts long
-    names, and sorts it next to it. An earlier update is never overwritten: a second one the same day gets ``_2``.
+    The number, ``UPDATE`` and the update's count come first, so the file browser tells it from ``09_topic.ipynb`` and
+    from an earlier update even when it cuts long names, and sorts them in order next to the student's copy. An
+    earlier update is never overwritten.
     """
     number, _, topic = name.partition("_")
-    base = f"{number}_UPDATE_{when}_{topic.removesuffix('.ipynb')}"
-    candidate, count = workspace / f"{base}.ipynb", 2
-    while candidate.exists():
-        candidate, count = workspace / f"{base}_{count}.ipynb", count + 1
+    stem = topic.removesuffix(".ipynb")
+    count = 1 + sum(1 for _ in workspace.glob(f"{number}_UPDATE-*_{stem}.ipynb"))
+    candidate = workspace / f"{number}_UPDATE-{count}_{when}_{stem}.ipynb"
+    while candidate.exists():  # only if the student made such a file by hand
+        count += 1
+        candidate = workspace / f"{number}_UPDATE-{count}_{when}_{stem}.ipynb"
     return candidate
 
 
-def with_update_notice(text: str, yours: str, when: str) -> str:
-    """The updated notebook with a first markdown cell that says what it is, so the learner sees it in the lab.
+_STUB_MARKERS = ('NotImplementedError("Exercise', "# YOUR ANSWER HERE")
 
-    Text that is not a notebook (it never is in a real course folder) is returned unchanged.
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def changed_sections(yours: dict, new: dict) -> tuple[list[str], int]:
+    """The headings of the sections whose cells the course changed or added (not the exercise cells, which hold the
+    student's answers), in order, and the number of cells the course removed; cells are matched by their ids."""
+    mine = {cell.get("id"): _source(cell) for cell in yours.get("cells", [])}
+    sections: list[str] = []
+    heading = "(before the first heading)"
+    seen = set()
+    for cell in new.get("cells", []):
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown":
+            titles = [line.strip("# ").strip() for line in text.splitlines() if line.startswith("#")]
+            heading = titles[0] if titles else heading
+        seen.add(cell.get("id"))
+        if any(marker in text for marker in _STUB_MARKERS):
+            continue  # an exercise cell: it differs from the student's because it holds their answer
+        if mine.get(cell.get("id")) != text and heading not in sections:
+            sections.append(heading)
+    return sections, sum(1 for key in mine if key not in seen)
+
+
+def with_update_notice(text: str, yours: str, when: str, yours_text: str = "", earlier: list[str] | None = None) -> str:
+    """The updated notebook with a first markdown cell that says what it is and what changed, for the lab.
+
+    ``yours_text`` is the student's copy (to list the sections the course changed); ``earlier`` the names of earlier
+    updates of the same notebook still in the workspace. Text that is not a notebook is returned unchanged.
     """
     try:
         nb = json.loads(text)
         cells = nb["cells"]
     except (ValueError, KeyError, TypeError):
         return text
-    notice = (
+    lines = [
         f"**Course update ({when}).** This is the course's new version of `{yours}`. You had changed your copy, so it "
-        "was left exactly as it was and this one was put beside it. Compare the two, carry over what you want (your "
-        "answers into this one, or the course's changes into yours), then delete the file you no longer need. "
-        "Nothing is overwritten: a later update comes as another file."
-    )
-    cells.insert(0, {"cell_type": "markdown", "id": "course-update-notice", "metadata": {}, "source": notice})
+        "was left exactly as it was and this one was put beside it. Carry over what you want (your answers into this "
+        "one, or the course's changes into yours), then delete the file you no longer need. Nothing is overwritten: a "
+        "later update comes as another file."
+    ]
+    try:
+        sections, removed = changed_sections(json.loads(yours_text), nb)
+    except (ValueError, TypeError, AttributeError):
+        sections, removed = [], 0
+    if sections or removed:
+        listed = "; ".join(f"*{title}*" for title in sections) or "none"
+        lines.append(
+            f"\nWhat the course changed since your copy (your own answers aside): cells in {listed}"
+            + (f"; {removed} cell(s) of your copy are no longer in the course's version." if removed else ".")
+        )
+    if earlier:
+        lines.append(
+            "\nAn earlier update of this notebook is still beside it ("
+            + ", ".join(f"`{name}`" for name in earlier)
+            + "). This one is newer and holds all of its changes: if you have not used the earlier one, delete it."
+        )
+    cells.insert(0, {"cell_type": "markdown", "id": "course-update-notice", "metadata": {}, "source": "\n".join(lines)})
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -310,9 +364,10 @@ def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE, today:
     - A notebook the workspace lacks (first use, a notebook added by a course update, one the student deleted) is
       copied in.
     - A notebook the course changed since the student's copy was made: if the student never changed their copy, it
-      is updated in place; otherwise the new version is put beside it as ``NN_UPDATE_<date>_topic.ipynb``
-      (``update_path``), with a first cell that says so (``with_update_notice``). Every update is a new file: one the
-      student has not looked at yet is never overwritten.
+      is updated in place; otherwise the new version is put beside it as ``NN_UPDATE-k_<date>_topic.ipynb``
+      (``update_path``), with a first cell that says so and lists the sections the course changed
+      (``with_update_notice``). Every update is a new file: one the student has not looked at yet is never
+      overwritten.
     - Everything else is left alone. Returns one line per action, to print.
     """
     when = today or datetime.date.today().isoformat()
@@ -337,9 +392,12 @@ def sync_workspace(source: Path = NOTEBOOKS, workspace: Path = WORKSPACE, today:
                 shutil.copyfile(upstream, mine)
                 actions.append(f"updated {upstream.name} (the course changed it; you had not)")
             else:
+                number, _, topic = upstream.name.partition("_")
+                earlier = sorted(p.name for p in workspace.glob(f"{number}_UPDATE-*_{topic.removesuffix('.ipynb')}.ipynb"))
                 updated = update_path(upstream.name, when, workspace)
                 text = upstream.read_text(encoding="utf-8")
-                updated.write_text(with_update_notice(text, upstream.name, when), encoding="utf-8")
+                yours_text = mine.read_text(encoding="utf-8", errors="replace")
+                updated.write_text(with_update_notice(text, upstream.name, when, yours_text, earlier), encoding="utf-8")
                 actions.append(
                     f"the course changed {upstream.name}, which you had changed too: yours is untouched, "
                     f"the new version is beside it as {updated.name}"
@@ -366,7 +424,7 @@ def student_jupyter_config(venv: Path = VENV) -> Path:
     an error when the lab's root is not nbgrader's course folder. ``lab`` puts this folder first on
     ``JUPYTER_CONFIG_PATH``: nbgrader's server extensions (read from their own configuration file in the environment,
     so a new one is covered too) and its lab extension are disabled there, for that lab only; ``.venv/bin/jupyter lab``
-    and nbgrader's own commands keep them.
+    and nbgrader's own commands keep them. It also sets JupyterLab's defaults for learners (``STUDENT_LAB_SETTINGS``).
     """
     folder = venv / "etc" / "course-student"
     registered = venv / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
@@ -375,9 +433,15 @@ def student_jupyter_config(venv: Path = VENV) -> Path:
     except (OSError, ValueError, KeyError, TypeError):
         names = []
     names = sorted({*names, *NBGRADER_SERVER_EXTENSIONS})
+    settings = folder / "lab-settings"  # JupyterLab's default settings for this lab (LabApp.app_settings_dir)
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "overrides.json").write_text(json.dumps(STUDENT_LAB_SETTINGS, indent=1) + "\n")
     server = folder / "jupyter_server_config.d" / "course-student.json"
     server.parent.mkdir(parents=True, exist_ok=True)
     server.write_text(json.dumps({"ServerApp": {"jpserver_extensions": dict.fromkeys(names, False)}}, indent=1) + "\n")
+    # JupyterLab reads its own options from jupyter_lab_config files (not from the server's)
+    lab_config = {"LabApp": {"app_settings_dir": str(settings)}}
+    (folder / "jupyter_lab_config.json").write_text(json.dumps(lab_config, indent=1) + "\n")
     page = folder / "labconfig" / "page_config.json"
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(json.dumps({"disabledExtensions": dict.fromkeys(NBGRADER_LAB_EXTENSIONS, True)}, indent=1) + "\n")

@@ -15,6 +15,15 @@ torch.set_num_threads(1)
 raise_failures(True)
 
 
+@pytest.fixture(autouse=True)
+def _no_reference_standing_in():
+    """A test that falls back on a reference (use_reference, choose) leaves no trace for the next test's checks."""
+    from helpers.checks import _core
+
+    yield
+    _core._STANDING_IN.clear()
+
+
 def assert_caught(check, answer, *phrases: str) -> str:
     """Assert ``check(answer)`` raises ExerciseFailed whose message contains every phrase (case-insensitive)."""
     with pytest.raises(ExerciseFailed) as info:

@@ -204,6 +204,7 @@ def test_summary_lists_every_exercise_with_what_it_said_last(notebook_mode, caps
         assert lines[1].startswith("  ✅ softmax") and lines[1].endswith("correct")
         assert lines[2].startswith("  ⏳ causal mask") and "not attempted" in lines[2]
         assert lines[3].startswith("  ❌ scaled dot-product attention: wrong: ") and "ZeroDivisionError" in lines[3]
+        assert lines[4].startswith("Where a later cell needed an exercise that had not passed, it ran the course's reference")
     finally:
         _core._OUTCOMES.clear()
         _core._OUTCOMES.update(saved)
@@ -311,3 +312,19 @@ def test_float32_rounding_in_a_float64_answer_is_named_as_a_precision_problem():
     assert "differs from the reference" in str(info.value) and "rounded to float32" in str(info.value)
     # a float32 answer is judged at float32's precision, as before
     assert expect_close(expected.float(), expected, "x", atol=1e-10, rtol=1e-10) is not None
+
+
+def test_a_check_cell_run_again_after_the_fallback_does_not_check_the_reference(notebook_mode, capsys):
+    """`if not check(x): x = use_reference(ref)`, run twice: the second run must not call the reference "correct"."""
+    import helpers.attention
+
+    softmax = _wrong_softmax
+    for _ in range(2):  # the learner runs the check cell, then runs it again without re-running the exercise cell
+        if not checks.check_softmax(softmax):
+            softmax = checks.use_reference(helpers.attention.softmax)
+    out = capsys.readouterr().out
+    assert "✅" not in out and "this is still the course's reference" in out and "Run your exercise cell again" in out
+    assert checks.check_softmax.outcome.startswith("wrong: ")  # the learner's last verdict stands
+    shift = checks.choose(False, ..., helpers.attention.split_heads, name="split_heads")  # choose's fallback alike
+    assert checks.check_split_heads(shift) is False and "still the course's reference" in capsys.readouterr().out
+    assert checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim)) is True  # a fixed answer is checked again

@@ -195,56 +195,78 @@ def test_first_use_copies_every_student_notebook_and_only_those(tmp_path):
     assert course.sync_workspace(source, work) == []  # the second start changes nothing
 
 
-def _notebook(text: str) -> str:
-    return json.dumps({"cells": [{"cell_type": "markdown", "id": "x", "metadata": {}, "source": text}], "metadata": {}})
+def _notebook(*sources: str) -> str:
+    """A notebook whose cells have ids c0, c1...: a heading, then the given sources."""
+    cells = [{"cell_type": "markdown", "id": "h", "metadata": {}, "source": "## Section A"}]
+    cells += [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": text} for i, text in enumerate(sources)]
+    return json.dumps({"cells": cells, "metadata": {}})
+
+
+def _sources(path):
+    return [cell["source"] for cell in json.loads(path.read_text())["cells"]]
 
 
 def test_student_work_is_never_overwritten_and_updates_come_side_by_side(tmp_path):
     source = _upstream(tmp_path, **{"01_a": _notebook("a1"), "02_b": _notebook("b1")})
     work = tmp_path / "workspace"
     course.sync_workspace(source, work, today="2026-11-24")
-    (work / "01_a.ipynb").write_text("a1 + my answers")
+    (work / "01_a.ipynb").write_text(_notebook("a1 + my answers"))
     _upstream(tmp_path, **{"01_a": _notebook("a2"), "02_b": _notebook("b2"), "03_c": _notebook("c1")})  # changes two, adds one
     actions = course.sync_workspace(source, work, today="2026-11-24")
     assert actions == [
         "the course changed 01_a.ipynb, which you had changed too: yours is untouched, "
-        "the new version is beside it as 01_UPDATE_2026-11-24_a.ipynb",
+        "the new version is beside it as 01_UPDATE-1_2026-11-24_a.ipynb",
         "updated 02_b.ipynb (the course changed it; you had not)",
         "copied 03_c.ipynb",
     ]
-    assert (work / "01_a.ipynb").read_text() == "a1 + my answers"
-    update = json.loads((work / "01_UPDATE_2026-11-24_a.ipynb").read_text())
-    notice, original = update["cells"]
-    assert notice["cell_type"] == "markdown" and notice["source"].startswith("**Course update (2026-11-24).**")
-    assert "`01_a.ipynb`" in notice["source"] and original["source"] == "a2"  # what it is, then the course's notebook
-    assert (work / "02_b.ipynb").read_text() == _notebook("b2") and (work / "03_c.ipynb").read_text() == _notebook("c1")
+    assert _sources(work / "01_a.ipynb")[1] == "a1 + my answers"
+    notice, *original = _sources(work / "01_UPDATE-1_2026-11-24_a.ipynb")
+    assert notice.startswith("**Course update (2026-11-24).**") and "`01_a.ipynb`" in notice
+    assert "What the course changed since your copy" in notice and "*Section A*" in notice  # where to look
+    assert original == ["## Section A", "a2"]  # then the course's notebook
+    assert _sources(work / "02_b.ipynb")[1] == "b2" and _sources(work / "03_c.ipynb")[1] == "c1"
     assert course.sync_workspace(source, work, today="2026-11-25") == []  # offered once, not again at every start
 
 
-def test_a_second_update_never_overwrites_the_first(tmp_path):
+def test_a_second_update_never_overwrites_the_first_and_says_it_is_newer(tmp_path):
     source = _upstream(tmp_path, **{"09_topic": _notebook("v1")})
     work = tmp_path / "workspace"
     course.sync_workspace(source, work)
-    (work / "09_topic.ipynb").write_text("my answers")
+    (work / "09_topic.ipynb").write_text(_notebook("my answers"))
     for version, day in (("v2", "2026-11-24"), ("v3", "2026-11-24"), ("v4", "2026-12-01")):  # never opened in between
         _upstream(tmp_path, **{"09_topic": _notebook(version)})
         course.sync_workspace(source, work, today=day)
     names = sorted(p.name for p in work.glob("*.ipynb"))
     assert names == [
-        "09_UPDATE_2026-11-24_topic.ipynb",
-        "09_UPDATE_2026-11-24_topic_2.ipynb",
-        "09_UPDATE_2026-12-01_topic.ipynb",
+        "09_UPDATE-1_2026-11-24_topic.ipynb",
+        "09_UPDATE-2_2026-11-24_topic.ipynb",
+        "09_UPDATE-3_2026-12-01_topic.ipynb",
         "09_topic.ipynb",
     ]
-    versions = [json.loads((work / name).read_text())["cells"][1]["source"] for name in names[:3]]
-    assert versions == ["v2", "v3", "v4"] and (work / "09_topic.ipynb").read_text() == "my answers"
+    assert [_sources(work / name)[-1] for name in names] == ["v2", "v3", "v4", "my answers"]
+    newest = _sources(work / names[2])[0]
+    assert "`09_UPDATE-1_2026-11-24_topic.ipynb`, `09_UPDATE-2_2026-11-24_topic.ipynb`" in newest and "newer" in newest
 
 
 def test_update_names_are_told_apart_at_a_glance(tmp_path):
-    # the file browser cuts long names: the number and UPDATE come first, so the start already differs
-    name = course.update_path("09_translation_encoder_decoder.ipynb", "2026-11-24", tmp_path).name
-    assert name == "09_UPDATE_2026-11-24_translation_encoder_decoder.ipynb"
-    assert name[:9] != "09_translation_encoder_decoder.ipynb"[:9]
+    # the file browser cuts long names: the number, UPDATE and the count come first
+    first = course.update_path("09_translation_encoder_decoder.ipynb", "2026-11-24", tmp_path)
+    assert first.name == "09_UPDATE-1_2026-11-24_translation_encoder_decoder.ipynb"
+    first.write_text("{}")
+    second = course.update_path("09_translation_encoder_decoder.ipynb", "2026-11-24", tmp_path).name
+    assert second.startswith("09_UPDATE-2_") and first.name[:12] != second[:12] != "09_translation_encoder"[:12]
+
+
+def test_the_changed_sections_leave_the_answers_out():
+    def nb(*cells):
+        return {"cells": [{"cell_type": kind, "id": cid, "source": text} for kind, cid, text in cells]}
+
+    yours = nb(("markdown", "m1", "## 1. Intro"), ("code", "x", "print(1)"), ("markdown", "m2", "## 2. Work"),
+               ("code", "ex", "def f():\n    return 42  # my answer"), ("code", "old", "gone"))  # fmt: skip
+    new = nb(("markdown", "m1", "## 1. Intro"), ("code", "x", "print(1)"), ("markdown", "m2", "## 2. Work"),
+             ("code", "ex", 'def f():\n    raise NotImplementedError("Exercise: replace this line with your code")'),
+             ("code", "y", "print(2)"))  # fmt: skip
+    assert course.changed_sections(yours, new) == (["2. Work"], 1)  # the new cell's section; not the answer cell
 
 
 def test_a_workspace_without_its_record_is_still_never_overwritten(tmp_path):
@@ -254,9 +276,9 @@ def test_a_workspace_without_its_record_is_still_never_overwritten(tmp_path):
     (work / "01_a.ipynb").write_text("a1 + my answers")
     (work / course.MANIFEST).write_text("{broken")
     (action,) = course.sync_workspace(source, work, today="2026-11-24")
-    assert action.endswith("beside it as 01_UPDATE_2026-11-24_a.ipynb")
+    assert action.endswith("beside it as 01_UPDATE-1_2026-11-24_a.ipynb")
     assert (work / "01_a.ipynb").read_text() == "a1 + my answers"
-    assert (work / "01_UPDATE_2026-11-24_a.ipynb").read_text() == "a2"  # not a notebook: copied as it is
+    assert (work / "01_UPDATE-1_2026-11-24_a.ipynb").read_text() == "a2"  # not a notebook: copied as it is
     assert json.loads((work / course.MANIFEST).read_text()) == {"01_a.ipynb": course._sha256(source / "01_a.ipynb")}
 
 

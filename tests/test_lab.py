@@ -82,6 +82,11 @@ def _look(tmp_path: Path, student: bool) -> tuple[dict, int, str]:
     try:
         page = _page_config(base)
         formgrader = _get(f"{base}/formgrader?token={TOKEN}")[0]
+        for plugin in ("@jupyterlab/notebook-extension:tracker", "@jupyterlab/apputils-extension:notification"):
+            status, text = _get(f"{base}/lab/api/settings/{plugin}?token={TOKEN}")
+            assert status == 200, plugin
+            properties = json.loads(text)["schema"]["properties"]  # with the lab's overrides as defaults
+            page[plugin] = {name: spec.get("default") for name, spec in properties.items()}  # what a learner starts with
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -96,6 +101,8 @@ def test_the_students_lab_has_no_nbgrader_and_logs_no_error(tmp_path):
     assert "nbgrader" not in log, [line for line in log.splitlines() if "nbgrader" in line]
     errors = [line for line in log.splitlines() if re.match(r"\[E ", line)]
     assert not errors, errors
+    assert page["@jupyterlab/notebook-extension:tracker"]["codeCellConfig"]["lineWrap"] is True  # no line cut at the edge
+    assert page["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"  # no news toast over the outputs
 
 
 @pytest.mark.skipif(not (course.VENV / "etc" / "jupyter").is_dir(), reason="needs the course's .venv (course.py install)")
@@ -103,4 +110,5 @@ def test_without_the_students_configuration_nbgrader_is_there(tmp_path):
     """The control: the environment does have nbgrader, for the instructor's own `.venv/bin/jupyter lab`."""
     page, formgrader, log = _look(tmp_path, student=False)
     assert "@jupyter/nbgrader" not in page.get("disabledExtensions", [])
+    assert page["@jupyterlab/notebook-extension:tracker"]["codeCellConfig"]["lineWrap"] is False  # JupyterLab's default
     assert formgrader != 404 and "nbgrader.server_extensions.formgrader" in log

@@ -77,6 +77,9 @@ RAISE_ENV = "COURSE_CHECKS_RAISE"
 GRADING_ENV = "COURSE_GRADING"
 _RAISE = {"on": False}
 _RECORD = {"on": True}
+#: The references that ``use_reference``/``choose`` put in place of an answer that did not pass, kept by identity: a
+#: check cell run again would otherwise check the course's reference and say "correct" (``exercise``).
+_STANDING_IN: dict[int, object] = {}
 #: Each check's title -> what it said last in this kernel: "correct", "not attempted: ...", "wrong: ..." (in call order).
 _OUTCOMES: dict[str, str] = {}
 
@@ -607,6 +610,13 @@ def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
 
         @functools.wraps(body)
         def check(*args: Any, **kwargs: Any) -> bool:
+            if args and _STANDING_IN.get(id(args[0])) is args[0]:
+                print(
+                    f"⏳ {title}: this is still the course's reference, which took over when your answer did not pass; "
+                    "it is not your answer, so it is not checked. Run your exercise cell again (it defines your "
+                    "version), then this cell."
+                )
+                return False
             try:
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(seed)
@@ -643,6 +653,7 @@ def use_reference(reference: F, name: str | None = None) -> F:
     """
     label = name or f"{reference.__module__}.{getattr(reference, '__qualname__', reference)}"
     print(f"   -> the cells below use the reference `{label}` until your answer passes this check.")
+    _STANDING_IN[id(reference)] = reference
     return reference
 
 
@@ -677,10 +688,12 @@ def summary() -> None:
             lines.append(f"  ✅ {title}: correct")
         elif outcome.startswith("wrong"):
             counts["wrong"] += 1
-            lines.append(f"  ❌ {title}: {outcome} (the cells after it used the reference)")
+            lines.append(f"  ❌ {title}: {outcome}")
         else:
             counts["not attempted"] += 1
-            lines.append(f"  ⏳ {title}: {outcome} (the cells after it used the reference)")
+            lines.append(f"  ⏳ {title}: {outcome}")
     total = len(_OUTCOMES)
     print(f"Exercises: {counts['correct']} of {total} correct, {counts['wrong']} wrong, {counts['not attempted']} not attempted.")
     print("\n".join(lines))
+    if counts["correct"] < total:
+        print("Where a later cell needed an exercise that had not passed, it ran the course's reference, as its check cell said.")
