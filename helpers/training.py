@@ -1,10 +1,12 @@
 """One training loop for every model of the course, and its evaluation.
 
-``fit`` trains a classifier on in-memory tensors with AdamW and a warm-up then
-cosine learning-rate schedule, shows a ``tqdm.auto`` progress bar, and returns a
-``History``: per-epoch loss and accuracy on the training data and on a held-out
-validation split, and the wall time. The same seed gives the same numbers on one
-thread and one machine (another CPU or a GPU prints other low-order digits).
+``fit`` trains a classifier on in-memory tensors with AdamW (fused where
+PyTorch has the kernel) and a warm-up then cosine learning-rate schedule,
+optionally augmenting every training batch, shows a ``tqdm.auto`` progress
+bar, and returns a ``History``: per-epoch loss and accuracy on the training
+data and on a held-out validation split, and the wall time. The same seed
+gives the same numbers on one thread and one machine (another CPU or a GPU
+prints other low-order digits).
 
 Model selection (learning rate, epochs, width) reads the validation numbers; the
 test set is evaluated once per final model, with ``evaluate``.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -23,7 +26,7 @@ from torch import Tensor, nn
 from helpers.smoke import EPOCHS as SMOKE_EPOCHS
 from helpers.smoke import capped
 
-__all__ = ["History", "fit", "evaluate", "train_step", "warmup_cosine", "count_parameters"]
+__all__ = ["History", "fit", "evaluate", "train_step", "warmup_cosine", "count_parameters", "adamw"]
 
 
 @dataclass
@@ -62,6 +65,19 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, warmup_steps: int, total_ste
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` over the model's parameters, fused where PyTorch has the kernel (CPU and CUDA).
+
+    The fused step updates every parameter in one call instead of one small call per tensor: for the course's
+    small models a training step is about 5% faster on a CPU, with the same update up to rounding.
+    """
+    params = list(model.parameters())
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # a device or dtype without the fused kernel
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor) -> float:
@@ -103,6 +119,7 @@ def fit(
     progress: bool = True,
     step_fn=train_step,
     eval_train: bool | int = True,
+    augment: Callable[[Tensor, torch.Generator], Tensor] | None = None,
 ) -> History:
     """Train ``model`` with AdamW and warm-up + cosine decay; evaluate on ``(x_val, y_val)`` after every epoch.
 
@@ -113,7 +130,10 @@ def fit(
     reproducible. ``step_fn(model, optimizer, xb, yb) -> loss`` can replace
     the default ``train_step`` (a notebook exercise does). ``progress=False``
     hides the bar. The device is the model's: batches (on any device) are
-    moved to it.
+    moved to it. ``augment(xb, generator) -> xb`` (notebook 07 passes
+    ``helpers.data.random_transform``) transforms every training batch before
+    its step, drawing from the seeded generator that orders the batches;
+    evaluation never sees it.
 
     Savings for runs whose per-epoch numbers nobody reads:
     ``eval_train=False`` skips the evaluation on the training data (``train_*``
@@ -128,7 +148,7 @@ def fit(
     if (x_val is None) != (y_val is None):
         raise ValueError("pass both x_val and y_val, or neither (a final run on training + validation data)")
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = adamw(model, lr=lr, weight_decay=weight_decay)
     steps_per_epoch = math.ceil(len(x_train) / batch_size)
     scheduler = warmup_cosine(optimizer, int(warmup_epochs * steps_per_epoch), epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(seed)
@@ -141,7 +161,10 @@ def fit(
         order = torch.randperm(len(x_train), generator=generator)
         for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.smoke)
             idx = order[i * batch_size : (i + 1) * batch_size]
-            step_fn(model, optimizer, x_train[idx].to(device), y_train[idx].to(device))
+            xb = x_train[idx].to(device)
+            if augment is not None:
+                xb = augment(xb, generator)
+            step_fn(model, optimizer, xb, y_train[idx].to(device))
             scheduler.step()
         postfix = {}
         if eval_train:

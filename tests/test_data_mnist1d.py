@@ -63,3 +63,24 @@ def test_default_path_is_under_data(tmp_path):
     assert MNIST1D_PATH.parent.name == "data"
     shutil.copy(MNIST1D_PATH, tmp_path / "copy.npz")
     assert load_mnist1d(tmp_path / "copy.npz", as_tensors=False)["y_test"].shape == (1000,)
+
+
+def test_random_roll_rolls_each_signal_circularly_within_max_shift():
+    import torch
+
+    from helpers.data import random_roll
+
+    signals = torch.arange(60.0).reshape(6, 10)  # (6, 10): row i holds 10i .. 10i + 9
+    rolled = random_roll(signals, 3, torch.Generator().manual_seed(0))  # (6, 10)
+    assert rolled.shape == signals.shape
+    for row, out in zip(signals, rolled, strict=True):
+        shifts = [k for k in range(-3, 4) if torch.equal(torch.roll(row, k), out)]
+        assert len(shifts) == 1  # a circular roll by one shift in [-3, 3]
+    again = random_roll(signals, 3, torch.Generator().manual_seed(0))
+    assert torch.equal(rolled, again)  # the generator decides
+    assert torch.equal(random_roll(signals, 0), signals)
+    many = random_roll(signals.repeat(50, 1), 3, torch.Generator().manual_seed(1))  # (300, 10)
+    first = many[:, 0] - signals.repeat(50, 1)[:, 0]  # the first sample moved by -shift (mod 10)
+    assert {int(v) % 10 for v in first} == {0, 1, 2, 3, 7, 8, 9}  # every shift in [-3, 3] occurs
+    with pytest.raises(ValueError, match="max_shift"):
+        random_roll(signals, -1)

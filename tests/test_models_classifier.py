@@ -96,3 +96,13 @@ def test_a_patch_embedding_class_can_be_passed_and_draws_the_same_weights():
         assert torch.equal(a, b), name
     x = torch.randn(2, 40)
     torch.testing.assert_close(mine(x), reference(x))
+
+
+def test_the_default_transformer_is_notebook_07s_model():
+    model = TransformerClassifier()
+    assert model.num_patches == 17 and model.pooling == "mean"
+    assert len(model.blocks) == 3
+    assert model.blocks[0].self_attn.num_heads == 2  # 2 heads of 16 features (benchmarks/search_classifier.py)
+    assert sum(p.numel() for p in model.parameters()) == 26_858  # the count notebook 07 prints
+    maps = model.attention_maps(torch.randn(3, 40))
+    assert [tuple(m.shape) for m in maps] == [(3, 2, 17, 17)] * 3

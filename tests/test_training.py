@@ -176,3 +176,44 @@ def test_eval_train_n_measures_the_training_curve_on_the_first_n_examples():
     for bad in (0, -3, 2.5, "all"):
         with pytest.raises(ValueError, match="eval_train"):
             _fit(_model(), epochs=1, eval_train=bad)
+
+
+def test_augment_transforms_every_training_batch_with_the_seeded_generator():
+    seen = []
+
+    def augment(xb, generator):
+        assert isinstance(generator, torch.Generator)
+        seen.append(xb.shape[0])
+        return xb + torch.randn(xb.shape, generator=generator)
+
+    ha = _fit(_model(), epochs=2, batch_size=40, augment=augment)  # 96 examples: batches of 40, 40, 16
+    assert seen == [40, 40, 16] * 2
+    hb = _fit(_model(), epochs=2, batch_size=40, augment=augment)  # _model() reseeds dropout's global generator
+    assert ha.train_loss == hb.train_loss  # reproducible: the augmentation draws from fit's seeded generator
+    plain = _fit(_model(), epochs=2, batch_size=40)
+    assert plain.train_loss != ha.train_loss
+    model = _model()
+    hist = _fit(model, epochs=1, augment=augment)
+    xv, yv = _data(40, seed=1)
+    assert evaluate(model, xv, yv) == (hist.val_loss[-1], hist.val_acc[-1])  # evaluation never sees it
+
+
+def test_adamw_is_fused_where_pytorch_has_the_kernel_and_falls_back_elsewhere(monkeypatch):
+    from helpers.training import adamw
+
+    model = _model()
+    optimizer = adamw(model, lr=1e-3, weight_decay=0.01)
+    assert optimizer.defaults["fused"] is True  # PyTorch has fused AdamW on the CPU
+    assert optimizer.defaults["lr"] == 1e-3 and optimizer.defaults["weight_decay"] == 0.01
+    assert len(optimizer.param_groups[0]["params"]) == len(list(model.parameters()))
+    real = torch.optim.AdamW
+
+    def no_fused(params, **kwargs):
+        if kwargs.get("fused"):
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+        return real(params, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "AdamW", no_fused)
+    fallback = adamw(model, lr=1e-3, weight_decay=0.01)  # a device without the kernel: the plain AdamW
+    assert not fallback.defaults.get("fused")
+    assert len(fallback.param_groups[0]["params"]) == len(list(model.parameters()))

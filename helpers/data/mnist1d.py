@@ -21,7 +21,16 @@ import numpy as np
 from helpers import DATA_DIR
 from helpers.data.common import DataError
 
-__all__ = ["MNIST1D_PATH", "MNIST1D_SHA256", "MNIST1D_SHAPES", "load_mnist1d", "generate_mnist1d", "mnist1d_checksum"]
+__all__ = [
+    "MNIST1D_PATH",
+    "MNIST1D_SHA256",
+    "MNIST1D_SHAPES",
+    "load_mnist1d",
+    "generate_mnist1d",
+    "mnist1d_checksum",
+    "random_roll",
+    "random_transform",
+]
 
 #: Where the cached data set lives.
 MNIST1D_PATH: Path = DATA_DIR / "mnist1d.npz"
@@ -126,3 +135,46 @@ def load_mnist1d(path: str | Path | None = None, as_tensors: bool = True) -> dic
     import torch
 
     return {name: torch.from_numpy(a) for name, a in arrays.items()}
+
+
+def random_roll(signals, max_shift: int, generator=None):
+    """Roll each signal by a random whole number of samples in ``[-max_shift, max_shift]``, circularly.
+
+    signals ``(batch, length)`` -> the same shape: row ``i`` becomes ``torch.roll(signals[i], k_i)``,
+    samples leaving one end coming back at the other, as MNIST-1D's generator translates its padded
+    templates. One shift per signal, drawn from ``generator`` (a ``torch.Generator`` on the CPU).
+    A data augmentation for ``helpers.training.fit(..., augment=...)``.
+    """
+    import torch
+
+    if max_shift < 0:
+        raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+    batch, length = signals.shape
+    shifts = torch.randint(-max_shift, max_shift + 1, (batch, 1), generator=generator).to(signals.device)  # (batch, 1)
+    index = (torch.arange(length, device=signals.device) - shifts) % length  # (batch, length)
+    return signals.gather(1, index)  # (batch, length)
+
+
+def random_transform(signals, generator=None, max_shift: int = 8, max_scale: float = 0.2, max_ramp: float = 1.0):
+    """Three of the changes MNIST-1D's generator makes, drawn anew for every signal: notebook 07's augmentation.
+
+    signals ``(batch, length)`` -> the same shape, each signal in turn
+
+    1. rolled circularly by a whole number of samples in ``[-max_shift, max_shift]`` (``random_roll``; the
+       generator translates its templates circularly);
+    2. multiplied by a factor in ``[1 - max_scale, 1 + max_scale]`` (the generator scales);
+    3. added a straight line whose value rises or falls by at most ``max_ramp`` from the first sample to the
+       last (the generator shears).
+
+    Every draw comes from ``generator`` (a ``torch.Generator`` on the CPU), so a seeded run is reproducible.
+    The signature fits ``helpers.training.fit(..., augment=random_transform)``.
+    """
+    import torch
+
+    signals = random_roll(signals, max_shift, generator)  # (batch, length)
+    batch, length = signals.shape
+    factor = 1 + max_scale * (2 * torch.rand(batch, 1, generator=generator) - 1)  # (batch, 1)
+    signals = signals * factor.to(signals.device)  # (batch, length)
+    slope = max_ramp * (2 * torch.rand(batch, 1, generator=generator) - 1)  # (batch, 1)
+    line = torch.linspace(-0.5, 0.5, length, device=signals.device)  # (length,)
+    return signals + slope.to(signals.device) * line  # (batch, length)

@@ -57,7 +57,8 @@ class TransformerClassifier(nn.Module):
     final state; ``pooling="mean"`` averages the patch tokens. The blocks are
     ``helpers.blocks.EncoderBlock`` (pre-LN by default, with a final layer norm).
     The defaults are notebook 07's MNIST-1D model: patches 8 wide with stride 2
-    (17 tokens), width 32, 4 heads, 3 blocks, ``d_ff`` 64, no dropout (chosen on the validation split), mean pooling.
+    (17 tokens), width 32, 2 heads, 3 blocks, ``d_ff`` 64, no dropout, mean pooling (chosen on the validation
+    split: ``benchmarks/search_classifier.py``).
 
     ``patch_embedding(patch_size, stride, d_model)`` builds the patch embedding
     (default ``PatchEmbedding``); the notebook passes the student's class. It
@@ -74,7 +75,7 @@ class TransformerClassifier(nn.Module):
         patch_size: int = 8,
         stride: int = 2,
         d_model: int = 32,
-        num_heads: int = 4,
+        num_heads: int = 2,
         num_layers: int = 3,
         d_ff: int | None = 64,
         dropout: float = 0.0,

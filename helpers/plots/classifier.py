@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["signal_examples", "patch_windows", "results_bars", "attention_over_signal"]
+__all__ = ["signal_examples", "patch_windows", "augmented_signals", "results_bars", "attention_over_signal"]
 
 
 def signal_examples(x: object, y: object, num_classes: int = 10, per_class: int = 3) -> Figure:
@@ -46,6 +46,24 @@ def patch_windows(signal: object, patch_size: int, stride: int, highlight: Seque
         color = colors[list(highlight).index(i)] if i in highlight else "lightgrey"
         ax_win.barh(i, patch_size, left=i * stride - 0.5, color=color, height=0.8)
     ax_win.set(xlabel="position in the signal", ylabel="token", ylim=(n, -1))
+    fig.tight_layout()
+    return fig
+
+
+def augmented_signals(signals: object, versions: object, labels: Sequence[int] | None = None) -> Figure:
+    """One panel per signal: the signal (black) and random versions of it (thin, coloured) over the same axis.
+
+    ``signals`` ``(k, length)``, ``versions`` ``(k, m, length)``: ``m`` versions of each signal.
+    """
+    s, v = to_numpy(signals), to_numpy(versions)
+    k = len(s)
+    fig, axes = plt.subplots(1, k, figsize=(3.4 * k, 2.6), sharey=True, squeeze=False)
+    colors = sns.color_palette(n_colors=v.shape[1])
+    for j, ax in enumerate(axes[0]):
+        for m, color in enumerate(colors):
+            ax.plot(v[j, m], color=color, lw=1, alpha=0.8)
+        ax.plot(s[j], color="black", lw=1.8)
+        ax.set(xlabel="position in the signal", title=f"class {labels[j]}" if labels is not None else None)
     fig.tight_layout()
     return fig
 
