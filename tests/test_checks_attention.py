@@ -50,6 +50,10 @@ SOFTMAX_MISTAKES = [
     (lambda x, dim=-1: torch.softmax(x, 1), "axis 1"),
     (lambda x, dim=-1: torch.exp(x), "not divided by their sum"),
     (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(), "whole tensor"),
+    (
+        lambda x, dim=-1: torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(x - x.amax(dim, keepdim=True)).sum(),
+        "exps.sum(dim, keepdim=True)",
+    ),
     (lambda x, dim=-1: torch.log_softmax(x, dim), "log-softmax"),
     (lambda x, dim=-1: torch.softmax(x, -1), "`dim` argument is ignored"),
     (_unstable, "overflow"),
@@ -366,6 +370,9 @@ def _mha_with(forward_change=None, bias=True, dropout=False):
             if forward_change == "naive_softmax":
                 e = torch.exp(scores)
                 w = e / e.sum(-1, keepdim=True)
+            elif forward_change == "mask_after_softmax":
+                w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.d_k), -1)
+                w = w if mask is None else w * mask
             else:
                 w = torch.softmax(scores, -1)
             if dropout:
@@ -387,6 +394,7 @@ def test_mha_right_variant_passes():
         (_mha_with("keys_from_query"), "keys or values are computed from `query`"),
         (_mha_with("kv_swapped"), "key and value are swapped"),
         (_mha_with("mask_zero"), "not -inf"),
+        (_mha_with("mask_after_softmax"), "after the softmax"),
         (_mha_with("naive_softmax"), "NaN"),
         (_mha_with(dropout=True), "dropout is left active"),
     ],

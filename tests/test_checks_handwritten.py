@@ -173,6 +173,16 @@ def _reverse_nan(attn, layout, scale):
         attn.w_q.weight[0, layout.one] = float("nan")
 
 
+def _reverse_indices_swapped(attn, layout, scale):  # [feature, coordinate]: the columns 0 and 1 read token slots
+    c = scale * math.sqrt(attn.d_k)
+    with torch.no_grad():
+        attn.w_q.weight[layout.one, 0] = 12 * c
+        attn.w_q.weight[layout.pos, 0] = -2 * c
+        attn.w_q.weight[layout.one, 1] = -c
+        attn.w_k.weight[layout.pos, 0] = 1.0
+        attn.w_k.weight[layout.pos2, 1] = 1.0
+
+
 REVERSE_MISTAKES = {
     "mirrored around 2.5": (_quadratic_selector(5, -1), ["off by one", "5 - i", "6 - i"]),
     "mirrored around 3.5": (_quadratic_selector(7, -1), ["off by one", "7 - i"]),
@@ -186,6 +196,7 @@ REVERSE_MISTAKES = {
         ["w_q.weight", "transposed", "(out_features, in_features)"],
     ),
     "w_k transposed": (_transpose(["w_k"])(H.write_reverse_selector), ["w_k.weight", "transposed"]),
+    "indices swapped, (in, out)": (_reverse_indices_swapped, ["w_q.weight and w_k.weight", "transposed"]),
     "forgot sqrt(d_k)": (_quadratic_selector(6, -1, gain=lambda a, s: s), ["sqrt(d_k)", "leaks"]),
     "scale too small": (_quadratic_selector(6, -1, gain=lambda a, s: s), ["only"]),
     "a quarter of the gain": (

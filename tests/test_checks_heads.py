@@ -134,6 +134,16 @@ def columns_by_rows(X, W_q, W_k, W_v, W_o, num_heads):  # another right answer: 
     return (heads.transpose(0, 1).reshape(n, d_model) @ W_o.T).T
 
 
+def columns_from_column_blocks(X, W_q, W_k, W_v, W_o, num_heads):  # W^Q_i read as columns, transposed to fit
+    d_k = X.shape[0] // num_heads
+    stacked = []
+    for i in range(num_heads):
+        cols = slice(i * d_k, (i + 1) * d_k)
+        Q_i, K_i, V_i = W_q[:, cols].T @ X, W_k[:, cols].T @ X, W_v[:, cols].T @ X
+        stacked.append(V_i @ torch.softmax(K_i.T @ Q_i / math.sqrt(d_k), dim=0))
+    return W_o @ torch.cat(stacked, dim=0)
+
+
 def columns_stub(X, W_q, W_k, W_v, W_o, num_heads):
     raise NotImplementedError("Exercise: replace this line with your code")
 
@@ -153,6 +163,7 @@ COLUMNS_WRONG = {
     "no_w_o": (_cols(use_wo="none"), ["W_o is missing"]),
     "w_o_transposed": (_cols(use_wo="wo_t"), ["W_o is transposed"]),
     "strided": (_cols(rows="strided"), ["strided"]),
+    "column_blocks": (columns_from_column_blocks, ["block of d_k *columns*", "consecutive rows"]),
     "values_from_w_k": (_cols(values="k"), ["values were computed with W_k"]),
     "keys_from_w_q": (_cols(keys="q"), ["keys were computed with W_q"]),
     "transposed_output": (lambda *a: columns_ok(*a).T, ["H is transposed"]),

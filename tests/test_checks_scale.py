@@ -200,6 +200,31 @@ def test_flash_mistakes_are_named(kind, phrases):
     assert_caught(check_flash_forward, _variant(kind), *phrases)
 
 
+def _flash_masking_every_tile(q, k, v, block_q, block_k, causal=False):
+    """Right numbers, but with causal=True every tile above the diagonal is computed and masked, none skipped."""
+    n, m = q.shape[-2], k.shape[-2]
+    out, lse = q.new_empty(*q.shape[:-1], v.shape[-1]), q.new_empty(q.shape[:-1])
+    for i0 in range(0, n, block_q):
+        i1 = min(i0 + block_q, n)
+        qi = q[..., i0:i1, :] / math.sqrt(q.shape[-1])
+        run_max = qi.new_full((*qi.shape[:-1], 1), -math.inf)
+        run_sum, acc = qi.new_zeros((*qi.shape[:-1], 1)), qi.new_zeros((*qi.shape[:-1], v.shape[-1]))
+        for j0 in range(0, m, block_k):
+            j1 = min(j0 + block_k, m)
+            s = qi @ k[..., j0:j1, :].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(i0, i1)[:, None] < torch.arange(j0, j1)[None, :], -math.inf)
+            new = torch.maximum(run_max, s.amax(-1, keepdim=True))
+            p, alpha = torch.exp(s - new), torch.exp(run_max - new)
+            run_sum, acc, run_max = alpha * run_sum + p.sum(-1, keepdim=True), alpha * acc + p @ v[..., j0:j1, :], new
+        out[..., i0:i1, :], lse[..., i0:i1] = acc / run_sum, (run_max + run_sum.log()).squeeze(-1)
+    return out, lse
+
+
+def test_flash_that_masks_instead_of_skipping_is_named():
+    assert_caught(check_flash_forward, _flash_masking_every_tile, "as many matrix products", "j0 >= i1")
+
+
 def test_flash_naive_whole_matrix_is_named():
     """Right numbers from the whole (n, m) score matrix: the check measures the peak memory and says so."""
     assert_caught(

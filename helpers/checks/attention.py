@@ -58,7 +58,10 @@ def check_softmax(softmax) -> None:
     x = torch.randn(2, 3, 4, dtype=torch.float64)
     out = _call_softmax(softmax, x, what="x of shape (2, 3, 4)")
     expected = torch.softmax(x, dim=-1)
+    shifted = torch.exp(x - x.amax(-1, keepdim=True))  # the stable numerators, right so far
     mistakes = {
+        "the stable exponentials are divided by the sum over the whole tensor (exps.sum()), not along `dim`: divide by "
+        "exps.sum(dim, keepdim=True)": shifted / shifted.sum(),
         "softmax over axis 0 instead of the last axis (`dim`)": torch.softmax(x, 0),
         "softmax over axis 1 instead of the last axis (`dim`)": torch.softmax(x, 1),
         "the exponentials are not divided by their sum along `dim`": torch.exp(x),
@@ -420,6 +423,8 @@ def _mha_variant(
         m = mask.unsqueeze(1) if mistake == "mask_unsqueezed" else mask
         scores = scores.masked_fill(m if mistake == "mask_inverted" else ~m, 0.0 if mistake == "mask_zero" else float("-inf"))
     weights = torch.softmax(scores, {"softmax_queries": -2, "softmax_heads": 1}.get(mistake, -1))
+    if mistake == "mask_after_softmax" and mask is not None:
+        weights = torch.softmax(q @ k.transpose(-2, -1) / scale, -1).masked_fill(~mask, 0.0)
     out = weights @ v
     if mistake == "heads_reversed":
         out = out.flip(1)
@@ -455,6 +460,8 @@ _MHA_MISTAKES = {
     "must sum to 1",
     "heads_reversed": "the heads are merged in reverse order: token t must get heads 0, 1, ... side by side, "
     "out.transpose(1, 2).reshape(batch, n, d_model)",
+    "mask_after_softmax": "the mask was applied after the softmax (weights set to 0 without renormalising), so the "
+    "rows no longer sum to 1: fill the masked *scores* with -inf before the softmax",
     "mask_unsqueezed": "the mask got an extra axis (mask.unsqueeze(1)), which lines its rows up with the heads; an (n, m) "
     "mask already broadcasts over batch and heads: use it as it is",
 }

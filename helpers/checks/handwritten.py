@@ -198,6 +198,21 @@ def _judge_gap(gap: float, scale: float, d_k: int, leak: float, part: str) -> No
 SelectorCase = tuple[Tensor, Tensor, Tensor]  # residual streams (batch, n, d), targets (batch, n, n) bool, tokens (batch, LENGTH)
 
 
+def _raise_if_transposed(attn: nn.Module, x: Tensor, targets: Tensor, scale: float, part: str) -> None:
+    """Name a w_q or w_k written as (in, out): with its transpose the selector would be right."""
+    for tq, tk, which in (
+        (True, False, "w_q.weight"),
+        (False, True, "w_k.weight"),
+        (True, True, "w_q.weight and w_k.weight"),
+    ):
+        flipped = _scores(attn, x, tq, tk)
+        if torch.isfinite(flipped).all() and _pattern_ok(flipped, targets, _tol(flipped, scale)):
+            raise ExerciseFailed(
+                f"{part}: {which} look(s) transposed: with .T the selector would be right. {_LINEAR_LAYOUT}: "
+                "`attn.w_q.weight[coordinate, layout.pos] = ...`"
+            )
+
+
 def _check_selector(
     fn: Callable[..., object],
     part: str,
@@ -224,27 +239,20 @@ def _check_selector(
         if not torch.isfinite(scores).all():
             raise ExerciseFailed(f"{part}: the scores hold NaN or inf; check the numbers written into w_q and w_k")
         tol = _tol(scores, scale)
+
         if position_only:
             centred = scores - scores.mean(-1, keepdim=True)
             spread = (centred - centred[:1]).abs().max()
             if spread > tol:
+                # a transposed weight reads the residual's first slots, often the tokens
+                _raise_if_transposed(attn, x, targets, scale, part)
                 raise ExerciseFailed(
                     f"{part}: the scores change with the tokens (by up to {float(spread):.3g}): w_q or w_k reads "
                     "layout.tok; the query and the key should read only the positions (layout.one, layout.pos, layout.pos2)"
                 )
         ok = _pattern_ok(scores, targets, tol)
         if not ok:
-            for tq, tk, which in (
-                (True, False, "w_q.weight"),
-                (False, True, "w_k.weight"),
-                (True, True, "w_q.weight and w_k.weight"),
-            ):
-                flipped = _scores(attn, x, tq, tk)
-                if torch.isfinite(flipped).all() and _pattern_ok(flipped, targets, _tol(flipped, scale)):
-                    raise ExerciseFailed(
-                        f"{part}: {which} look(s) transposed: with .T the selector would be right. {_LINEAR_LAYOUT}: "
-                        "`attn.w_q.weight[coordinate, layout.pos] = ...`"
-                    )
+            _raise_if_transposed(attn, x, targets, scale, part)
             if run == "shuffled":
                 raise ExerciseFailed(
                     f"{part}: right in the standard layout, wrong when the slots come in another order: your function uses "

@@ -148,8 +148,11 @@ def _columns(
     w_values = {"v": w_v, "k": w_k}[values]
     stacked = []
     for i in range(heads):
-        r = slice(i * d_k, (i + 1) * d_k) if rows == "block" else slice(i, d_model, heads)
-        q_i, k_i, v_i = w_q[r] @ x, w_keys[r] @ x, w_values[r] @ x  # (d_k, n) each
+        r = slice(i * d_k, (i + 1) * d_k) if rows in ("block", "columns") else slice(i, d_model, heads)
+        if rows == "columns":  # a block of columns, transposed so that the shapes work: the row layout's reading
+            q_i, k_i, v_i = w_q[:, r].T @ x, w_keys[:, r].T @ x, w_values[:, r].T @ x  # (d_k, n) each
+        else:
+            q_i, k_i, v_i = w_q[r] @ x, w_keys[r] @ x, w_values[r] @ x  # (d_k, n) each
         scores = k_i.T @ q_i if order == "kq" else q_i.T @ k_i  # (n, n)
         stacked.append(v_i @ (torch.softmax(scale * scores, dim=dim) if softmax else scale * scores))  # (d_k, n)
     h = torch.cat(stacked, dim=0)  # (h * d_k, n)
@@ -228,6 +231,10 @@ def check_multi_head_columns(multi_head_columns) -> None:
             ),
             "the heads take every num_heads-th row of W_q, W_k, W_v (strided) instead of a block of d_k consecutive rows": _columns(
                 *args, heads, rows="strided"
+            ),
+            "head i took a block of d_k *columns* of W_q, W_k, W_v (W_q[:, rows].T, the row layout's reading); in the "
+            "column layout W^Q_i is a block of d_k consecutive rows, W_q[i * d_k:(i + 1) * d_k]": _columns(
+                *args, heads, rows="columns"
             ),
             "the values were computed with W_k: V_i = W^V_i X": _columns(*args, heads, values="k"),
             "the keys were computed with W_q: K_i = W^K_i X": _columns(*args, heads, keys="q"),

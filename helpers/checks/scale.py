@@ -282,6 +282,54 @@ def _expect_tiled_memory(fn) -> None:
         )
 
 
+_PRODUCTS = {
+    torch.matmul,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+    torch.Tensor.__rmatmul__,
+    torch.mm,
+    torch.Tensor.mm,
+    torch.bmm,
+    torch.Tensor.bmm,
+    torch.einsum,
+    torch.tensordot,
+    F.linear,
+}
+
+
+class _CountProducts(torch.overrides.TorchFunctionMode):
+    """Counts the matrix products a function runs (scores and weighted sums, one or two per tile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func in _PRODUCTS:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _expect_causal_skips(fn) -> None:
+    """With causal=True the tiles wholly above the diagonal are skipped: fewer matrix products than without the mask."""
+    n, d, block = 16, 4, 4  # 4 x 4 tiles: 16 without the mask, 10 on or below the diagonal
+    q, k, v = (torch.randn(n, d, dtype=torch.float64) for _ in range(3))
+    counts = {}
+    for causal, block_q in ((False, block), (True, block), (False, n)):
+        with _CountProducts() as counter:
+            call(fn, q, k, v, block_q, block, causal, what=f"q, k, v ({n}, {d}), blocks of {block}, causal={causal}")
+        counts[causal, block_q] = counter.count
+    tiles_queries = counts[False, block] > counts[False, n]  # all queries at once (block_q ignored) has nothing to skip
+    if tiles_queries and counts[True, block] >= counts[False, block]:
+        counts = {causal: counts[causal, block] for causal in (False, True)}
+        raise ExerciseFailed(
+            f"the output is right, but with causal=True your function runs as many matrix products ({counts[True]}) as "
+            f"without the mask ({counts[False]}) on 4 x 4 tiles: it computes the tiles wholly above the diagonal and masks "
+            "them all. Skip them: for query block [i0, i1), stop at the first key block with j0 >= i1 (only 10 of the 16 "
+            "tiles are needed)"
+        )
+
+
 @exercise("FlashAttention's tiled forward pass")
 def check_flash_forward(flash_forward) -> None:
     """Check ``flash_forward(q, k, v, block_q, block_k, causal) -> (out, lse)`` against F.scaled_dot_product_attention."""
@@ -303,6 +351,7 @@ def check_flash_forward(flash_forward) -> None:
     q32, k32, v32 = (torch.randn(2, 12, 8, dtype=torch.float32) for _ in range(3))
     _expect_flash(flash_forward, q32, k32, v32, 5, 4, True)
     _expect_tiled_memory(flash_forward)
+    _expect_causal_skips(flash_forward)
 
 
 # ---------------------------------------------------------------- sliding-window mask
