@@ -419,12 +419,12 @@ def _mha_variant(
         mistake, math.sqrt(d_k)
     )
     scores = q @ k.transpose(-2, -1) / scale
-    if mask is not None and mistake != "mask_ignored":
+    if mask is not None and mistake not in ("mask_ignored", "mask_after_softmax"):
         m = mask.unsqueeze(1) if mistake == "mask_unsqueezed" else mask
         scores = scores.masked_fill(m if mistake == "mask_inverted" else ~m, 0.0 if mistake == "mask_zero" else float("-inf"))
     weights = torch.softmax(scores, {"softmax_queries": -2, "softmax_heads": 1}.get(mistake, -1))
     if mistake == "mask_after_softmax" and mask is not None:
-        weights = torch.softmax(q @ k.transpose(-2, -1) / scale, -1).masked_fill(~mask, 0.0)
+        weights = weights.masked_fill(~mask, 0.0)  # the scores were left unmasked above
     out = weights @ v
     if mistake == "heads_reversed":
         out = out.flip(1)

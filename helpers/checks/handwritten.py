@@ -198,6 +198,11 @@ def _judge_gap(gap: float, scale: float, d_k: int, leak: float, part: str) -> No
 SelectorCase = tuple[Tensor, Tensor, Tensor]  # residual streams (batch, n, d), targets (batch, n, n) bool, tokens (batch, LENGTH)
 
 
+def _layout_label(layout: Layout) -> str:
+    """How a check's message names the residual layout it used."""
+    return "the standard layout" if layout is LAYOUT else f"a layout with the slots in another order {layout.order}"
+
+
 def _raise_if_transposed(attn: nn.Module, x: Tensor, targets: Tensor, scale: float, part: str) -> None:
     """Name a w_q or w_k written as (in, out): with its transpose the selector would be right."""
     for tq, tk, which in (
@@ -225,7 +230,7 @@ def _check_selector(
     for layout, scale, run in runs:
         block = hand_block(layout)
         attn = block.self_attn
-        label = "the standard layout" if layout is LAYOUT else f"a layout with the slots in another order {layout.order}"
+        label = _layout_label(layout)
         _write(
             fn, attn, layout, scale, what=f"a fresh block's self_attn (every weight zero), {label}, scale={scale:g}", part=part
         )
@@ -506,7 +511,7 @@ def check_copy_value(write_copy_value) -> None:
     part = "the value path (w_v, w_o)"
     for layout in (LAYOUT, SHUFFLED):
         attn = hand_block(layout).self_attn
-        label = "the standard layout" if layout is LAYOUT else f"a layout with the slots in another order {layout.order}"
+        label = _layout_label(layout)
         _write(write_copy_value, attn, layout, what=f"a fresh block's self_attn (every weight zero), {label}", part=part)
         d = layout.d_model
         _expect_shapes(attn, {f"w_{p}.weight": (d, d) for p in "qkvo"}, part)
@@ -710,7 +715,7 @@ def check_count_table(write_count_table) -> None:
     part = "the lookup table (ff.linear1, ff.linear2)"
     for layout in (LAYOUT, SHUFFLED):
         ff = hand_block(layout).ff
-        label = "the standard layout" if layout is LAYOUT else f"a layout with the slots in another order {layout.order}"
+        label = _layout_label(layout)
         _write(
             write_count_table,
             ff,
