@@ -18,11 +18,11 @@ lint:           ## fix what ruff can, format (notebooks included); review the di
 	$(PY) -m ruff format .
 
 student:        ## regenerate notebooks/NN_*.ipynb from notebooks/solutions/
-	$(PY) -m helpers.student
+	$(PY) -m helpers.authoring.student
 
 execute:        ## re-execute solution notebooks in place (NB=notebooks/solutions/01_*.ipynb for one), then regenerate students
-	$(PY) -m helpers.execute $(NB)
-	$(PY) -m helpers.student
+	$(PY) -m helpers.authoring.execute $(NB)
+	$(PY) -m helpers.authoring.student
 
 bench:          ## benchmarks (ratios measured in one run)
 	$(PY) benchmarks/bench_mha.py

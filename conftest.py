@@ -9,7 +9,7 @@ short ones fill in around them. So the files of
 unit tests; the cells of one notebook and the tests of one module keep their order.
 
 The student notebooks (``notebooks/NN_*.ipynb``) run as smoke tests: their kernels start with
-``COURSE_SMOKE_TEST=1`` (``helpers.smoke``), so every cell executes but each training run takes a few steps. The
+``COURSE_SMOKE_TEST=1`` (``helpers.runtime.smoke``), so every cell executes but each training run takes a few steps. The
 solution notebooks, from which they are generated cell for cell, train in full and have their outputs and claims
 checked. Set ``COURSE_SMOKE_TEST=0`` to run the student notebooks in full as well.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import smoke
-from helpers.claims import STRICT_ENV
+from helpers.runtime import smoke
+from helpers.runtime.claims import STRICT_ENV
 
 _NUMBER = re.compile(r"(?:^|/)(\d\d)_[^/]*\.ipynb$")
 _STUDENT = re.compile(r"^notebooks/\d\d_[^/]*\.ipynb$")  # not notebooks/solutions/, not a copy elsewhere
@@ -85,9 +85,9 @@ def _course_setups() -> dict[str, dict[str, str]]:
 def kernel_env(path: str) -> dict[str, str]:
     """The environment variables a notebook's kernel starts with in the suite, from the notebook's path.
 
-    Every kernel holds training claims to account (``helpers.claims``, ``COURSE_STRICT_CLAIMS=1``): in the suite a
+    Every kernel holds training claims to account (``helpers.runtime.claims``, ``COURSE_STRICT_CLAIMS=1``): in the suite a
     training result that misses its claim fails, where a learner's session only prints a notice. A smoke run's claims
-    are not checked (``helpers.smoke``).
+    are not checked (``helpers.runtime.smoke``).
     """
     if not path.endswith(".ipynb"):
         return {}

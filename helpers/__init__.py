@@ -1,95 +1,31 @@
 """Shared helper package of *Attention and Transformers from Scratch*.
 
-Every notebook starts with ``helpers.setup()``; later notebooks import what
-earlier notebooks built (``from helpers.attention import MultiHeadAttention``).
+Every notebook starts with ``helpers.setup()``; later notebooks import what earlier notebooks built
+(``from helpers.attention import MultiHeadAttention``). The layout follows the course, lowest layer first; a module
+imports only from its own layer or the ones above it in this list (``tests/test_layout.py``):
 
-Modules, one job each:
-
-- ``helpers.attention``  softmax, scaled dot-product attention, masks, multi-head attention
-- ``helpers.blocks``     positional encodings, layer norm, feed-forward, encoder and decoder blocks
-- ``helpers.models``     full models (classifier, Vision Transformer, pretrained encoder, translator)
-- ``helpers.data``       data sets, generated or shipped, checked on load
-- ``helpers.training``   one training loop and evaluation
-- ``helpers.flash``      the online softmax, FlashAttention's tiled forward and backward (notebook 12)
-- ``helpers.measure``    peak memory read from the allocator, best-of timing
-- ``helpers.sliding``    sliding windows, a rolling KV cache, notebook 11's model under a window
-- ``helpers.linear_attention``  linear attention: recurrent, parallel and chunked
-- ``helpers.kv_cost``    KV-cache bytes for MHA, GQA, MQA and MLA, and published configurations
-- ``helpers.models.induction``, ``helpers.data.induction``  notebook 13's attention-only model, its scores, ablations
-  and repeated random sequences
-- ``helpers.handwritten``  transformer weights written by hand: the residual-stream layout and the programs (notebook 14)
-- ``helpers.handwritten_eval``  a program scored on its whole domain, rounding bounds, robustness sweeps
-- ``helpers.plots``      attention heatmaps, head grids, training curves
-- ``helpers.checks``     the exercise checks
-- ``helpers.student``    builds student notebooks from solution notebooks
-- ``helpers.grading``    nbgrader for instructors: the instructor copy of the solution notebooks, the hidden tests' helpers
-- ``helpers.website``    builds the course as a static website (Sphinx + MyST-NB)
+- ``helpers.runtime``     what every notebook needs at run time: ``setup()`` and the paths (``session``), the claims
+                          the prose makes (``claims``), smoke runs (``smoke``), the plot style (``style``)
+- ``helpers.attention``   the foundations, notebooks 01-04: softmax, scaled dot-product attention, masks, multi-head attention
+- ``helpers.blocks``      05-06: positional encodings, layer norm, feed-forward, encoder and decoder blocks
+- ``helpers.training``    07 on: one training loop and evaluation
+- ``helpers.data``        data sets, generated or shipped, checked on load
+- ``helpers.models``      full models: classifier (07), Vision Transformer (08), translator (09), MiniLM (10),
+                          language model (11), induction heads (13)
+- ``helpers.tokenizers``  tokenizers: WordPiece (10), byte-level BPE (15)
+- ``helpers.scale``       notebook 12: online softmax and FlashAttention, sliding windows, linear attention, the KV
+                          cache's cost, memory and time measurements
+- ``helpers.handwritten`` notebook 14: transformer weights written by hand (``program``) and their evaluation (``evaluate``)
+- ``helpers.chat``        notebook 16: a real chat model read from its GGUF file
+- ``helpers.plots``       figures
+- ``helpers.checks``      the exercise checks
+- ``helpers.grading``     nbgrader for instructors
+- ``helpers.authoring``   for the course's authors: student notebooks (``student``), re-execution (``execute``), the
+                          website (``website``)
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import random
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
+from helpers.runtime.session import DATA_DIR, ROOT, SEED, setup
 
 __all__ = ["setup", "ROOT", "DATA_DIR", "SEED"]
-
-#: The repository root (the folder that holds ``helpers/``, ``data/`` and ``notebooks/``).
-ROOT: Path = Path(__file__).resolve().parent.parent
-#: Where data sets and fixtures live.
-DATA_DIR: Path = ROOT / "data"
-#: The seed every notebook starts from.
-SEED: int = 0
-
-
-def setup(seed: int = SEED, threads: int = 1, quiet: bool = False) -> torch.device:
-    """Prepare a notebook: seeds, one torch thread, device, plot style, versions.
-
-    - Seeds Python's ``random``, numpy and torch with ``seed``.
-    - Uses ``threads`` torch threads (default 1: on a shared 2-core machine two
-      threads were measured 3x slower at the median and not bit-reproducible), and
-      holds the BLAS and OpenMP pools of numpy, scipy and scikit-learn to as many
-      (with the other core busy, scikit-learn's logistic regressions of notebook 08
-      took 4.6 s on two threads and 0.23 s on one).
-    - Picks ``cuda`` when a GPU is present, else ``cpu``; no notebook needs a GPU.
-    - Applies the course's plot style (seaborn, readable sizes).
-    - Prints the versions that matter (unless ``quiet``), and says so when the run is a smoke
-      test (``helpers.smoke``).
-
-    Returns the chosen ``torch.device``.
-    """
-    import matplotlib
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    os.environ.setdefault("PYTHONHASHSEED", str(seed))
-    torch.set_num_threads(threads)
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(threads)  # numpy's, scipy's and scikit-learn's BLAS and OpenMP pools too (see above)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-    from helpers.plots import set_style
-
-    set_style()
-    np.set_printoptions(precision=4, suppress=True)
-    torch.set_printoptions(precision=4, sci_mode=False)
-    if not quiet:
-        print(
-            f"python {platform.python_version()} | torch {torch.__version__} | "
-            f"numpy {np.__version__} | matplotlib {matplotlib.__version__} | "
-            f"device {device} | threads {torch.get_num_threads()} | seed {seed}"
-        )
-    from helpers import smoke
-
-    if smoke.active():  # the suite's run of a student notebook: said even when quiet
-        print(f"smoke test ({smoke.ENV}=1): every training run cut to a few steps, claims not enforced (helpers.smoke)")
-    return device

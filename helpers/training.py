@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.smoke import EPOCHS as SMOKE_EPOCHS
-from helpers.smoke import capped
+from helpers.runtime.smoke import EPOCHS as SMOKE_EPOCHS
+from helpers.runtime.smoke import capped
 
 __all__ = ["History", "fit", "evaluate", "train_step", "warmup_cosine", "count_parameters", "adamw"]
 
@@ -159,7 +159,7 @@ def fit(
     bar = tqdm(range(capped(epochs, SMOKE_EPOCHS)), desc=type(model).__name__, disable=not progress, leave=False)
     for _ in bar:
         order = torch.randperm(len(x_train), generator=generator)
-        for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.smoke)
+        for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.runtime.smoke)
             idx = order[i * batch_size : (i + 1) * batch_size]
             xb = x_train[idx].to(device)
             if augment is not None:

@@ -201,10 +201,14 @@ def test_summary_lists_every_exercise_with_what_it_said_last(notebook_mode, caps
         checks.summary()
         lines = capsys.readouterr().out.splitlines()
         assert lines[0] == "Exercises: 1 of 3 correct, 1 wrong, 1 not attempted."
-        assert lines[1].startswith("  ✅ softmax") and lines[1].endswith("correct")
+        assert lines[1].startswith("  ❌ scaled dot-product attention: wrong: ") and "ZeroDivisionError" in lines[1]
         assert lines[2].startswith("  ⏳ causal mask") and "not attempted" in lines[2]
-        assert lines[3].startswith("  ❌ scaled dot-product attention: wrong: ") and "ZeroDivisionError" in lines[3]
-        assert lines[4].startswith("Where a later cell needed an exercise that had not passed, it ran the course's reference")
+        assert len(lines) == 3  # the correct one is counted, not listed
+        _core._OUTCOMES.clear()
+        checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim))
+        capsys.readouterr()
+        checks.summary()
+        assert capsys.readouterr().out == "✅ The exercise is correct.\n"
     finally:
         _core._OUTCOMES.clear()
         _core._OUTCOMES.update(saved)
@@ -328,3 +332,22 @@ def test_a_check_cell_run_again_after_the_fallback_does_not_check_the_reference(
     shift = checks.choose(False, ..., helpers.attention.split_heads, name="split_heads")  # choose's fallback alike
     assert checks.check_split_heads(shift) is False and "still the course's reference" in capsys.readouterr().out
     assert checks.check_softmax(lambda x, dim=-1: torch.softmax(x, dim=dim)) is True  # a fixed answer is checked again
+
+
+def test_a_check_with_a_fallback_returns_what_the_cells_below_use_in_one_line(notebook_mode, capsys):
+    import helpers.attention
+
+    right = lambda x, dim=-1: torch.softmax(x, dim=dim)  # noqa: E731
+    with checks.unrecorded():
+        assert checks.check_softmax(right, fallback=helpers.attention.softmax) is right
+        assert capsys.readouterr().out == "✅ softmax: correct; the cells below use yours.\n"
+        assert checks.check_softmax.passed is True
+        assert checks.check_softmax(..., fallback=helpers.attention.softmax) is helpers.attention.softmax
+        out = capsys.readouterr().out
+        assert out.startswith("⏳ softmax: not attempted yet") and out.count("\n") == 1
+        assert out.endswith("; the cells below use the course's `helpers.attention.softmax`.\n")
+        assert checks.check_softmax.passed is False
+        assert checks.check_softmax(_wrong_softmax, fallback=helpers.attention.softmax) is helpers.attention.softmax
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert captured.err.rstrip().endswith("The cells below use the course's `helpers.attention.softmax` until yours passes.")

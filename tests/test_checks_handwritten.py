@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-import helpers.handwritten as H
+import helpers.handwritten.program as H
 from helpers.checks import (
     check_copy_value,
     check_count_table,

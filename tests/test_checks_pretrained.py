@@ -24,7 +24,7 @@ from helpers.checks.pretrained import (
     check_wordpiece,
 )
 from helpers.models.minilm import LAYER_NAMES, load_encoder_layer, mean_pool
-from helpers.tokenizer import basic_tokenize, clean_text, is_punctuation, wordpiece
+from helpers.tokenizers.wordpiece import basic_tokenize, clean_text, is_punctuation, wordpiece
 from tests.conftest import assert_caught, assert_not_attempted
 
 

@@ -16,14 +16,14 @@ from helpers.checks.scale import (
     check_online_softmax_stats,
     check_sliding_window_mask,
 )
-from helpers.flash import attention_with_lse, flash_forward, online_softmax_stats
-from helpers.linear_attention import (
+from helpers.scale.flash import attention_with_lse, flash_forward, online_softmax_stats
+from helpers.scale.linear_attention import (
     elu_feature_map,
     linear_attention_chunked,
     linear_attention_parallel,
     linear_attention_recurrent,
 )
-from helpers.sliding import sliding_window_mask
+from helpers.scale.sliding import sliding_window_mask
 from tests.conftest import assert_caught, assert_not_attempted
 
 

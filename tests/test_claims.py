@@ -1,4 +1,4 @@
-"""helpers.claims: a passing claim prints one machine-independent line; a failing one raises ClaimFailed with the numbers."""
+"""helpers.runtime.claims: a passing claim prints one machine-independent line; a failing one raises ClaimFailed with the numbers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import smoke
-from helpers.claims import (
+from helpers.runtime import smoke
+from helpers.runtime.claims import (
     NOT_MET,
     SMOKE,
     STRICT_ENV,
@@ -32,22 +32,22 @@ def strict_claims(monkeypatch):
 
 # Measured values with digits that appear in no bound, so a leak into a passing line shows.
 PASSING = [
-    (lambda v: claim_at_least("test accuracy", v, 97.0, unit="%"), 98.7654321, "✔ claim holds: test accuracy is at least 97%"),
-    (lambda v: claim_at_most("validation loss", v, 0.5), 0.1234567, "✔ claim holds: validation loss is at most 0.5"),
+    (lambda v: claim_at_least("test accuracy", v, 97.0, unit="%"), 98.7654321, "✔ test accuracy is at least 97%"),
+    (lambda v: claim_at_most("validation loss", v, 0.5), 0.1234567, "✔ validation loss is at most 0.5"),
     (
         lambda v: claim_between("mean accuracy", v, 90.0, 99.5, unit="%"),
         93.4567891,
-        "✔ claim holds: mean accuracy is between 90% and 99.5%",
+        "✔ mean accuracy is between 90% and 99.5%",
     ),
     (
         lambda v: claim_greater("transformer", v, "GRU", 88.8123456, margin=1.0, unit="%"),
         98.3456789,
-        "✔ claim holds: transformer exceeds GRU by more than 1%",
+        "✔ transformer exceeds GRU by more than 1%",
     ),
     (
         lambda v: claim_all_at_least("seed's accuracy", [v, v + 0.1111], 97.0, unit="%"),
         98.3456789,
-        "✔ claim holds: every seed's accuracy is at least 97%",
+        "✔ every seed's accuracy is at least 97%",
     ),
 ]
 
@@ -137,13 +137,13 @@ def test_no_values_is_a_failure_not_a_crash():
 def test_boolean_like_truth_values(capsys):
     assert claim("the run converged", np.bool_(True)) is True
     assert claim("the run converged", torch.tensor(True)) is True
-    assert capsys.readouterr().out == "✔ claim holds: the run converged\n" * 2
+    assert capsys.readouterr().out == "✔ the run converged\n" * 2
 
 
 def test_bounds_are_written_as_the_prose_writes_them(capsys):
     claim_at_most("residual", 1e-13, 1e-6)
     claim_greater("a", 2.0, "b", 1.0)  # no margin: no "by more than"
-    assert capsys.readouterr().out == "✔ claim holds: residual is at most 1e-06\n✔ claim holds: a exceeds b\n"
+    assert capsys.readouterr().out == "✔ residual is at most 1e-06\n✔ a exceeds b\n"
 
 
 def test_nan_says_the_run_diverged():
@@ -200,9 +200,62 @@ def test_a_passing_claim_prints_the_same_line_in_every_mode(monkeypatch, capsys)
                 monkeypatch.setenv(name, value)
         claim_at_least("test accuracy", 98.1, 97.0, unit="%", measured="97.6 to 98.4%")
         lines.append(capsys.readouterr().out)
-    assert lines == ["✔ claim holds: test accuracy is at least 97%\n"] * 3
+    assert lines == ["✔ test accuracy is at least 97%\n"] * 3
 
 
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         claim("x", True, kind="training result")
+
+
+def test_claims_group_prints_its_sentence_once_when_every_claim_holds(capsys):
+    from helpers.runtime.claims import claims
+
+    with claims("The transformer beats the MLP by a wide margin."):
+        claim_at_least("transformer test accuracy", 98.123, 97.0, unit="%")
+        claim_greater("transformer", 98.123, "MLP", 76.5, margin=10.0, unit="%")
+        claim("a fact", True, kind="fact")
+    assert capsys.readouterr().out == "✔ The transformer beats the MLP by a wide margin.\n"
+
+
+def test_claims_group_raises_like_its_claims(capsys):
+    from helpers.runtime.claims import claims
+
+    with pytest.raises(ClaimFailed, match="97"):
+        with claims("The transformer is accurate."):
+            claim_at_least("transformer test accuracy", 96.0, 97.0, unit="%")
+    with pytest.raises(ClaimFailed):
+        with claims("An identity."):
+            claim("two plus two is four", False, kind="fact")
+    assert "✔" not in capsys.readouterr().out
+
+
+def test_claims_group_in_a_learners_session_prints_the_notice_not_the_sentence(monkeypatch, capsys):
+    from helpers.runtime.claims import claims
+
+    monkeypatch.delenv(STRICT_ENV)
+    with claims("The transformer is accurate."):
+        claim_at_least("transformer test accuracy", 96.0, 97.0, unit="%", measured="97.6 to 98.4%")
+        claim_at_most("validation loss", 0.1, 0.5)
+    out = capsys.readouterr().out
+    assert out.startswith(NOT_MET) and "97.6 to 98.4%" in out and "✔" not in out
+
+
+def test_claims_group_in_a_smoke_run_says_it_was_not_checked(monkeypatch, capsys):
+    from helpers.runtime.claims import claims
+
+    monkeypatch.setenv(smoke.ENV, "1")
+    with claims("The transformer is accurate."):
+        claim_at_least("transformer test accuracy", 10.0, 97.0, unit="%")
+    assert capsys.readouterr().out == f"{SMOKE} The transformer is accurate.\n"
+
+
+def test_claims_group_needs_a_sentence_and_a_claim():
+    from helpers.runtime.claims import claims
+
+    with pytest.raises(ValueError):
+        with claims(" "):
+            pass
+    with pytest.raises(ClaimFailed, match="no claim"):
+        with claims("Nothing checked."):
+            pass

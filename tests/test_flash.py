@@ -1,4 +1,4 @@
-"""helpers.flash: the online softmax and FlashAttention's tiled forward and backward passes, against PyTorch."""
+"""helpers.scale.flash: the online softmax and FlashAttention's tiled forward and backward passes, against PyTorch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.flash import (
+from helpers.scale.flash import (
     attention_with_lse,
     flash_attention,
     flash_backward,

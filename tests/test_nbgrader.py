@@ -21,9 +21,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from helpers import ROOT
+from helpers.authoring.student import KERNELSPEC, SOLUTIONS_DIR, STUDENT_DIR
 from helpers.grading import passed, recording
 from helpers.grading.instructor import GradingError, instructor_notebook, resolve, write_source
-from helpers.student import KERNELSPEC, SOLUTIONS_DIR, STUDENT_DIR
 
 pytest.importorskip("nbgrader", reason="nbgrader is installed from requirements.txt")
 
@@ -62,7 +62,7 @@ WRONG = {
 
 
 def _nbgrader(*args: str, root: Path) -> subprocess.CompletedProcess:
-    # COURSE_SMOKE_TEST=1: 09's training runs take a few steps (helpers.smoke); a score depends on the checks only
+    # COURSE_SMOKE_TEST=1: 09's training runs take a few steps (helpers.runtime.smoke); a score depends on the checks only
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "COURSE_SMOKE_TEST": "1"}
     command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
     start = time.perf_counter()

@@ -10,8 +10,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from helpers import ROOT
-from helpers.execute import execute_notebook
-from helpers.student import KERNELSPEC, WIDGET_VIEW, make_student_notebook, normalise_notebook
+from helpers.authoring.execute import execute_notebook
+from helpers.authoring.student import KERNELSPEC, WIDGET_VIEW, make_student_notebook, normalise_notebook
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
     (ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb")
@@ -28,7 +28,7 @@ LANGUAGE_INFO = {
     "pygments_lexer": "ipython3",
 }
 
-FIX = "re-execute it with `python -m helpers.execute` (solutions) or regenerate it with `python -m helpers.student` (students)"
+FIX = "re-execute it with `python -m helpers.authoring.execute` (solutions) or regenerate it with `python -m helpers.authoring.student` (students)"
 
 
 def _widget_state(nb):
@@ -107,7 +107,7 @@ def test_execute_writes_jupyterlab_metadata_and_no_tqdm_widget(tmp_path):
 
 def test_execute_command_line_rejects_a_path_that_is_not_a_notebook(tmp_path, capsys):
     """A typo in the path: one clear line and exit status 2, not nbformat's traceback."""
-    from helpers.execute import main
+    from helpers.authoring.execute import main
 
     assert main([str(tmp_path / "07_missing.ipynb")]) == 2
     assert "not a notebook file" in capsys.readouterr().err

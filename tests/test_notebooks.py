@@ -9,7 +9,7 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from helpers import ROOT
-from helpers.student import SETUP_CELL, student_path
+from helpers.authoring.student import SETUP_CELL, student_path
 
 SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*.ipynb"))
 STUDENTS = [student_path(p) for p in SOLUTIONS]
@@ -30,7 +30,7 @@ def _code(nb):
 def test_there_are_notebooks_and_a_student_copy_for_each():
     assert SOLUTIONS, "no solution notebooks found"
     missing = [p.name for p in STUDENTS if not p.exists()]
-    assert not missing, f"student notebooks missing (run python -m helpers.student): {missing}"
+    assert not missing, f"student notebooks missing (run python -m helpers.authoring.student): {missing}"
     extra = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")} - {p.name for p in STUDENTS}
     assert not extra, f"student notebooks without a solution: {sorted(extra)}"
 
@@ -44,7 +44,7 @@ def test_solution_notebook_conventions(path):
     for needed in ("colab-badge.svg", f"notebooks/solutions/{path.name}", "learn", "Prerequisites", "Time"):
         assert needed.lower() in first.source.lower(), f"first markdown cell lacks {needed!r}"
     code = _code(nb)
-    assert code[0].source == SETUP_CELL, "the first code cell must be helpers.student.SETUP_CELL"
+    assert code[0].source == SETUP_CELL, "the first code cell must be helpers.authoring.student.SETUP_CELL"
     assert "nbval-ignore-output" in code[1].metadata.get("tags", []) and "helpers.setup(" in code[1].source
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
 
@@ -56,7 +56,7 @@ def test_solution_notebook_is_fully_executed_and_every_check_passes(path):
         if not cell.source.strip():
             continue
         assert cell.execution_count is not None, (
-            f"code cell {index} was never executed: run python -m helpers.execute {path.name}"
+            f"code cell {index} was never executed: run python -m helpers.authoring.execute {path.name}"
         )
         for output in cell.outputs:
             text = output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))

@@ -1,4 +1,4 @@
-"""helpers.linear_attention: the parallel, recurrent and chunked forms of causal linear attention agree."""
+"""helpers.scale.linear_attention: the parallel, recurrent and chunked forms of causal linear attention agree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.linear_attention import (
+from helpers.scale.linear_attention import (
     elu_feature_map,
     linear_attention_chunked,
     linear_attention_matrix,

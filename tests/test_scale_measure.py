@@ -1,4 +1,4 @@
-"""helpers.measure: the allocator's peak memory against counts known in advance, and the timing helper."""
+"""helpers.scale.measure: the allocator's peak memory against counts known in advance, and the timing helper."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.flash import flash_attention, flash_forward
-from helpers.measure import best_time, format_bytes, peak_extra_bytes
+from helpers.scale.flash import flash_attention, flash_forward
+from helpers.scale.measure import best_time, format_bytes, peak_extra_bytes
 
 
 def test_one_allocation_is_counted_exactly():

@@ -1,4 +1,4 @@
-"""helpers.sliding: the window mask, the rolling KV cache, and notebook 11's model run under a window."""
+"""helpers.scale.sliding: the window mask, the rolling KV cache, and notebook 11's model run under a window."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.models import DecoderLM
-from helpers.sliding import (
+from helpers.scale.sliding import (
     RollingKVCache,
     WindowedLM,
     receptive_field,

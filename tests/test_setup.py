@@ -17,8 +17,8 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 import helpers
 from helpers import ROOT
+from helpers.authoring.student import KERNELSPEC
 from helpers.data import DataError, load_fixture
-from helpers.student import KERNELSPEC
 
 
 def test_setup_seeds_threads_and_prints_versions(capsys):

@@ -20,8 +20,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from helpers import ROOT
-from helpers.student import SOLUTIONS_DIR
-from helpers.website import REPOSITORY
+from helpers.authoring.student import SOLUTIONS_DIR
+from helpers.authoring.website import REPOSITORY
 
 pytest.importorskip("myst_nb", reason="MyST-NB is installed from requirements.txt")
 
@@ -52,9 +52,9 @@ def _parse(path: Path) -> _Page:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """One build with the command course.py site runs (python -m helpers.website), into a temporary folder."""
+    """One build with the command course.py site runs (python -m helpers.authoring.website), into a temporary folder."""
     root = tmp_path_factory.mktemp("site")
-    command = [sys.executable, "-m", "helpers.website", "--out", str(root / "html"), "--stage", str(root / "stage")]
+    command = [sys.executable, "-m", "helpers.authoring.website", "--out", str(root / "html"), "--stage", str(root / "stage")]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     pages = sorted(p for p in (root / "html").rglob("*.html") if "_static" not in p.parts)
@@ -171,7 +171,7 @@ def test_site_index_adds_unlisted_notebooks_and_rewrites_links():
     import nbformat
     from nbformat.v4 import new_markdown_cell, new_notebook
 
-    from helpers.website import site_index
+    from helpers.authoring.website import site_index
 
     readme = (
         "# Course\n\nSee [the guide](CONTRIBUTING.md).\n\n| # | Notebook | What you build | Time | Colab |\n|---|---|---|---|---|\n"
@@ -219,7 +219,7 @@ def test_pages_workflow_is_valid_and_publishes_main():
 
 
 def test_the_build_never_replaces_a_folder_that_is_not_a_site(tmp_path):
-    from helpers.website import build
+    from helpers.authoring.website import build
 
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(RuntimeError, match="holds no site built by Sphinx"):

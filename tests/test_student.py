@@ -1,4 +1,4 @@
-"""helpers.student: stubs, determinism, cell ids, cleared outputs, malformed markers."""
+"""helpers.authoring.student: stubs, determinism, cell ids, cleared outputs, malformed markers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from helpers import ROOT
-from helpers.student import KERNELSPEC, MarkerError, build, main, make_student_notebook, student_source
+from helpers.authoring.student import KERNELSPEC, MarkerError, build, main, make_student_notebook, student_source
 
 
 def _notebook(*cells):
@@ -113,7 +113,9 @@ def test_cli_reports_malformed_notebook_without_traceback(tmp_path):
     solutions.mkdir(parents=True)
     bad = solutions / "02_bad.ipynb"
     nbformat.write(_notebook(new_code_cell("### BEGIN SOLUTION\nx = 1", id="c0")), bad)
-    result = subprocess.run([sys.executable, "-m", "helpers.student", str(bad)], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.authoring.student", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 2
     assert "02_bad.ipynb, cell 0" in result.stderr and "Traceback" not in result.stderr
     corrupt = solutions / "03_corrupt.ipynb"
@@ -123,4 +125,4 @@ def test_cli_reports_malformed_notebook_without_traceback(tmp_path):
 
 def test_committed_student_notebooks_are_up_to_date():
     stale = build(check=True)
-    assert not stale, f"regenerate with `python -m helpers.student`: {[p.name for p in stale]}"
+    assert not stale, f"regenerate with `python -m helpers.authoring.student`: {[p.name for p in stale]}"

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import _LONGEST_FIRST, _order, kernel_env
-from helpers import ROOT, smoke
-from helpers.claims import STRICT_ENV
+from helpers import ROOT
+from helpers.runtime import smoke
+from helpers.runtime.claims import STRICT_ENV
 
 
 def test_every_listed_file_exists():

@@ -1,4 +1,4 @@
-"""helpers.tokenizer: BERT's basic tokenization and WordPiece, and agreement with the reference tokenizer."""
+"""helpers.tokenizers.wordpiece: BERT's basic tokenization and WordPiece, and agreement with the reference tokenizer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 import torch
 
-from helpers.tokenizer import (
+from helpers.tokenizers.wordpiece import (
     DIFFERENCES_FROM_TOKENIZER_JSON,
     WordPieceTokenizer,
     basic_tokenize,

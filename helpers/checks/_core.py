@@ -120,7 +120,7 @@ def is_stub_error(err: BaseException) -> bool:
     """True only for the stub itself: ``raise NotImplementedError`` or ``raise NotImplementedError("Exercise ...")``.
 
     The generator writes ``raise NotImplementedError("Exercise: replace this line with your code")``
-    (``helpers.student``). A ``NotImplementedError`` with any other message, or raised inside
+    (``helpers.authoring.student``). A ``NotImplementedError`` with any other message, or raised inside
     PyTorch (``Module [ModuleList] is missing the required "forward" function``), comes from a
     real attempt.
     """
@@ -582,6 +582,16 @@ def _show_failure(message: str) -> None:
     print(f"\x1b[0;31m❌ ExerciseFailed\x1b[0m: {message}", file=sys.stderr, flush=True)
 
 
+_NO_FALLBACK = object()
+
+
+def _label(obj: object) -> str:
+    """How a message names an implementation: ``helpers.attention.softmax``, ``TransformerClassifier.forward``."""
+    module = getattr(obj, "__module__", "") or ""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return f"{module}.{name}" if module.startswith("helpers") else str(name)
+
+
 def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
     """Decorator that turns a check body into a student-facing check.
 
@@ -590,26 +600,35 @@ def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
     untouched). Returns ``True`` on success, ``False`` when not attempted and
     ``False`` for a wrong answer, whose named mistake is shown as a failure
     (or raised: see the module's docstring). The outcome is recorded for
-    ``summary()`` and in the check's ``outcome`` attribute.
+    ``summary()``, in the check's ``outcome`` attribute and in ``passed``.
+
+    Where the cells below run the learner's answer, the check cell names the course's version to fall back on, and
+    the check returns the implementation to use, saying which in its one verdict line::
+
+        softmax = check_softmax(softmax, fallback=helpers.attention.softmax)
+        # ✅ softmax: correct; the cells below use yours.
+        # (or) ❌ ExerciseFailed: softmax: ... The cells below use the course's `helpers.attention.softmax` until yours passes.
+
+    ``fallback_name`` names the fallback where its own name would mislead (a method: ``"TransformerClassifier.forward"``).
     """
 
     def decorate(body: F) -> F:
-        def not_attempted(why: str) -> bool:
+        def not_attempted(why: str, then: str) -> bool:
             _record(check, title, f"not attempted: {why}")
             if _grading():
                 raise ExerciseFailed(f"{title}: not attempted yet ({why})")
-            print(f"⏳ {title}: not attempted yet ({why}).")
+            print(f"⏳ {title}: not attempted yet ({why}){'; ' + then if then else ''}.")
             return False
 
-        def wrong(message: str) -> bool:
+        def wrong(message: str, then: str) -> bool:
             _record(check, title, f"wrong: {message}")
             if _raising():
                 raise ExerciseFailed(f"{title}: {message}")
-            _show_failure(f"{title}: {message}")
+            after = f". {then[0].upper()}{then[1:]} until yours passes." if then else ""
+            _show_failure(f"{title}: {message.rstrip('.') + after if then else message}")
             return False
 
-        @functools.wraps(body)
-        def check(*args: Any, **kwargs: Any) -> bool:
+        def verdict(*args: Any, then_ref: str, then_yours: str, **kwargs: Any) -> bool:
             if args and id(args[0]) in _STANDING_IN and _STANDING_IN[id(args[0])] is args[0]:
                 print(
                     f"⏳ {title}: this is still the course's reference, which took over when your answer did not pass; "
@@ -622,22 +641,39 @@ def exercise(title: str, seed: int = 1234) -> Callable[[F], F]:
                     torch.manual_seed(seed)
                     body(*args, **kwargs)
             except NotAttempted as why:
-                return not_attempted(str(why))
+                return not_attempted(str(why), then_ref)
             except ExerciseFailed as err:
-                return wrong(str(err))
+                return wrong(str(err), then_ref)
             except NotImplementedError as err:  # raised outside `call`, e.g. by a class's __init__
                 if is_stub_error(err):
-                    return not_attempted("your code still raises NotImplementedError: fill it in")
-                return wrong(not_a_stub_message(err, "code"))
+                    return not_attempted("your code still raises NotImplementedError: fill it in", then_ref)
+                return wrong(not_a_stub_message(err, "code"), then_ref)
             except Exception as err:  # never let the check's internals reach the student
-                return wrong(f"your answer could not be checked: {type(err).__name__}: {err}")
+                return wrong(f"your answer could not be checked: {type(err).__name__}: {err}", then_ref)
             _record(check, title, "correct")
-            print(f"✅ {title}: correct.")
+            print(f"✅ {title}: correct{'; ' + then_yours if then_yours else ''}.")
             return True
+
+        @functools.wraps(body)
+        def check(*args: Any, fallback: Any = _NO_FALLBACK, fallback_name: str | None = None, **kwargs: Any) -> Any:
+            if fallback is _NO_FALLBACK:
+                check.passed = verdict(*args, then_ref="", then_yours="", **kwargs)
+                return check.passed
+            if not args:
+                raise TypeError(f"{check.__name__}(answer, fallback=...): give the answer to check")
+            label = fallback_name or _label(fallback)
+            check.passed = verdict(
+                *args, then_ref=f"the cells below use the course's `{label}`", then_yours="the cells below use yours", **kwargs
+            )
+            if check.passed:
+                return args[0]
+            _STANDING_IN[id(fallback)] = fallback
+            return fallback
 
         check.__signature__ = inspect.signature(body)  # type: ignore[attr-defined]
         check.title = title  # type: ignore[attr-defined]
         check.outcome = "not checked yet"  # type: ignore[attr-defined]
+        check.passed = False  # type: ignore[attr-defined]
         return check  # type: ignore[return-value]
 
     return decorate
@@ -673,27 +709,22 @@ def choose(passed: bool, yours: F, reference: F, name: str | None = None) -> F:
 
 
 def summary() -> None:
-    """Print what every exercise of this notebook's session said last (``outcomes()`` holds the same as a dict).
+    """Print what the exercises of this notebook's session said last (``outcomes()`` holds the same as a dict).
 
-    The last cell of a notebook with exercises: a wrong answer shows here as well as in its check cell.
+    The last cell of a notebook with exercises: one line when every exercise is correct; otherwise a line for each
+    exercise that is not, with its reason, so that a wrong answer shows here as well as in its check cell.
     """
     if not _OUTCOMES:
         print("No exercise was checked in this session.")
         return
-    counts = {"correct": 0, "wrong": 0, "not attempted": 0}
-    lines = []
-    for title, outcome in _OUTCOMES.items():
-        if outcome == "correct":
-            counts["correct"] += 1
-            lines.append(f"  ✅ {title}: correct")
-        elif outcome.startswith("wrong"):
-            counts["wrong"] += 1
-            lines.append(f"  ❌ {title}: {outcome}")
-        else:
-            counts["not attempted"] += 1
-            lines.append(f"  ⏳ {title}: {outcome}")
+    wrong = {t: o for t, o in _OUTCOMES.items() if o.startswith("wrong")}
+    missing = {t: o for t, o in _OUTCOMES.items() if o != "correct" and t not in wrong}
     total = len(_OUTCOMES)
-    print(f"Exercises: {counts['correct']} of {total} correct, {counts['wrong']} wrong, {counts['not attempted']} not attempted.")
-    print("\n".join(lines))
-    if counts["correct"] < total:
-        print("Where a later cell needed an exercise that had not passed, it ran the course's reference, as its check cell said.")
+    if not wrong and not missing:
+        print(f"✅ All {total} exercises correct." if total > 1 else "✅ The exercise is correct.")
+        return
+    print(f"Exercises: {total - len(wrong) - len(missing)} of {total} correct, {len(wrong)} wrong, {len(missing)} not attempted.")
+    for title, outcome in wrong.items():
+        print(f"  ❌ {title}: {outcome}")
+    for title, outcome in missing.items():
+        print(f"  ⏳ {title}: {outcome}")

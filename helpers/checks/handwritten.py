@@ -1,7 +1,7 @@
 """Checks of notebook 14 (a transformer written by hand): each part of the weights on its own.
 
 Every exercise is a function that writes one part of the weights into a course module whose weights start at zero
-(``helpers.handwritten.hand_block``): ``fn(attn, layout, scale)`` for a selector (``w_q``, ``w_k``), ``fn(attn,
+(``helpers.handwritten.program.hand_block``): ``fn(attn, layout, scale)`` for a selector (``w_q``, ``w_k``), ``fn(attn,
 layout)`` for the value path (``w_v``, ``w_o``), ``fn(ff, layout)`` for the count table (``linear1``, ``linear2``),
 ``fn(unembed, slot)`` for the output map. A check calls the function on fresh modules, then measures what that part
 does on its own, so that a wrong answer is named by its part (the selector, the value path, the lookup table, the
@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from helpers.attention import MultiHeadAttention
 from helpers.blocks import FeedForward
 from helpers.checks._core import ExerciseFailed, call, exercise
-from helpers.handwritten import (
+from helpers.handwritten.program import (
     D_FF,
     LAYOUT,
     LENGTH,
@@ -46,7 +46,7 @@ from helpers.handwritten import (
     table_values,
 )
 
-# The references (write_reverse_selector, ...) live in helpers.handwritten: exported here, a star import would
+# The references (write_reverse_selector, ...) live in helpers.handwritten.program: exported here, a star import would
 # overwrite a learner's function of the same name.
 __all__ = [
     "check_reverse_selector",

@@ -18,9 +18,9 @@ from torch import Tensor, nn
 
 from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, expect_shape, expect_tensor, require_attempt
 from helpers.models.minilm import LAYER_NAMES, BertEncoderBlock, encoder_layer_state_dict
-from helpers.tokenizer import basic_tokenize as reference_basic_tokenize
-from helpers.tokenizer import is_punctuation
-from helpers.tokenizer import wordpiece as reference_wordpiece
+from helpers.tokenizers.wordpiece import basic_tokenize as reference_basic_tokenize
+from helpers.tokenizers.wordpiece import is_punctuation
+from helpers.tokenizers.wordpiece import wordpiece as reference_wordpiece
 
 __all__ = [
     "check_basic_tokenize",
@@ -168,7 +168,7 @@ def _basic_mistake(texts: list[str], answers: list[list[str]], expected: list[li
 
 @exercise("basic tokenization")
 def check_basic_tokenize(basic_tokenize) -> None:
-    """Check ``basic_tokenize(text) -> list[str]`` against ``helpers.tokenizer.basic_tokenize`` (lower-cased)."""
+    """Check ``basic_tokenize(text) -> list[str]`` against ``helpers.tokenizers.wordpiece.basic_tokenize`` (lower-cased)."""
     require_attempt(basic_tokenize, "basic_tokenize")
     answers = [_as_word_list(call(basic_tokenize, text, what=f"the text {text!r}"), f"{text!r}") for text in BASIC_TEXTS]
     expected = [reference_basic_tokenize(text) for text in BASIC_TEXTS]
@@ -361,7 +361,7 @@ def _describe_wordpiece_difference(word: str, got: list[str], want: list[str], v
 
 @exercise("WordPiece")
 def check_wordpiece(wordpiece) -> None:
-    """Check ``wordpiece(word, vocab) -> list[str]`` against ``helpers.tokenizer.wordpiece`` on a toy vocabulary."""
+    """Check ``wordpiece(word, vocab) -> list[str]`` against ``helpers.tokenizers.wordpiece.wordpiece`` on a toy vocabulary."""
     require_attempt(wordpiece, "wordpiece")
     answers = {}
     for word in _WORDS:

@@ -2,7 +2,7 @@
 
 Each check runs the learner's function on fresh random float64 inputs of small distinct sizes, compares it with
 PyTorch (``torch.softmax``, ``torch.logsumexp``, ``F.scaled_dot_product_attention``) or with the course's reference
-(``helpers.flash``, ``helpers.linear_attention``), and names the typical mistakes: a running sum not rescaled when
+(``helpers.scale.flash``, ``helpers.scale.linear_attention``), and names the typical mistakes: a running sum not rescaled when
 the maximum grows, the rescaling factor upside down, a maximum that starts at 0, a dropped ragged last block, a
 division per block, a causal skip that drops needed tiles, a window off by one or on the wrong side, a recurrence
 that reads its state before updating it. A float32 run is judged at float32's tolerance.
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, expect_shape, expect_tensor
-from helpers.linear_attention import elu_feature_map, linear_attention_parallel
+from helpers.scale.linear_attention import elu_feature_map, linear_attention_parallel
 
 __all__ = [
     "check_online_softmax_stats",
@@ -264,8 +264,8 @@ def _expect_flash(fn, q: Tensor, k: Tensor, v: Tensor, bq: int, bk: int, causal:
 
 
 def _expect_tiled_memory(fn) -> None:
-    """A tiled forward never holds an (n, m) matrix: measure the learner's peak memory (helpers.measure)."""
-    from helpers.measure import peak_extra_bytes
+    """A tiled forward never holds an (n, m) matrix: measure the learner's peak memory (helpers.scale.measure)."""
+    from helpers.scale.measure import peak_extra_bytes
 
     n, d = 256, 8
     q, k, v = (torch.randn(n, d, dtype=torch.float64) for _ in range(3))

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from helpers import DATA_DIR
+from helpers.runtime.session import DATA_DIR
 
 __all__ = ["DataError", "sha256_of", "load_fixture", "split_validation", "DATA_DIR"]
 

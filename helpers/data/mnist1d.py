@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers import DATA_DIR
 from helpers.data.common import DataError
+from helpers.runtime.session import DATA_DIR
 
 __all__ = [
     "MNIST1D_PATH",

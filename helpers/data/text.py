@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from helpers import DATA_DIR
 from helpers.data.common import DataError
+from helpers.runtime.session import DATA_DIR
 
 __all__ = [
     "PYDOC_TEXT_PATH",

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import ROOT
-from helpers.student import SOLUTIONS_DIR, MarkerError, student_source
+from helpers.authoring.student import SOLUTIONS_DIR, MarkerError, student_source
+from helpers.runtime.session import ROOT
 
 __all__ = [
     "GRADING_DIR",

@@ -2,7 +2,7 @@
 
 nbgrader's ``ClearSolutions`` puts one fixed stub in every solution region (``raise NotImplementedError()``), which at
 the top level of a value exercise (``product_shape = ...``) stops Run All at the first exercise. ``CourseStubs`` writes
-the stubs of ``helpers.student`` instead: ``raise NotImplementedError("Exercise: ...")`` inside a function, ``name = ...``
+the stubs of ``helpers.authoring.student`` instead: ``raise NotImplementedError("Exercise: ...")`` inside a function, ``name = ...``
 for each name a top-level block assigns. It also points links to ``notebooks/solutions/`` (the Colab badge) at the
 student notebook in ``notebooks/``, as the student generator does. ``nbgrader_config.py`` (the repository root) puts it
 in ``GenerateAssignment.preprocessors`` in place of ``ClearSolutions``: ``generate_assignment_preprocessors()``.
@@ -24,13 +24,13 @@ from nbgrader.api import MissingEntry
 from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, OverwriteCells
 
-from helpers.student import MarkerError, student_source
+from helpers.authoring.student import MarkerError, student_source
 
 __all__ = ["CourseStubs", "QuietOverwriteCells", "autograde_sanitize_preprocessors", "generate_assignment_preprocessors"]
 
 
 class CourseStubs(ClearSolutions):
-    """``ClearSolutions`` with the course's stubs (``helpers.student``) and the student notebook's links."""
+    """``ClearSolutions`` with the course's stubs (``helpers.authoring.student``) and the student notebook's links."""
 
     def _replace_solution_region(self, cell: NotebookNode, language: str) -> bool:
         if cell.cell_type == "markdown":

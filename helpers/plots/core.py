@@ -10,19 +10,9 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from helpers.runtime.style import set_style
+
 __all__ = ["set_style", "attention_heatmap", "head_grid", "training_curves", "to_numpy"]
-
-
-def set_style() -> None:
-    """The course's plot style: seaborn's white grid, readable fonts, PNG output."""
-    sns.set_theme(style="whitegrid", context="notebook")
-    plt.rcParams.update({"figure.dpi": 90, "figure.figsize": (6, 4), "axes.titlesize": "medium"})
-    try:  # inline backend: PNG only (SVG embeds dates and would break nbval)
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
-
-        set_matplotlib_formats("png")
-    except ImportError:  # pragma: no cover - outside Jupyter
-        pass
 
 
 def to_numpy(x: object) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from helpers.handwritten import SLOT_WIDTHS, Layout
+from helpers.handwritten.program import SLOT_WIDTHS, Layout
 from helpers.plots.core import to_numpy
 
 __all__ = ["residual_streams", "count_table", "robustness_curves", "fine_tune_curves"]

