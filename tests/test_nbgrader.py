@@ -305,3 +305,20 @@ def test_recording_under_nbgrader_where_checks_raise(monkeypatch, capsys):
             passed(check)
     check = recording("check_softmax")
     assert check(helpers.attention.softmax) is True and passed(check) is helpers.checks.check_softmax
+
+
+def test_recording_a_check_with_a_fallback(monkeypatch, capsys):
+    """`softmax = check_softmax(softmax, fallback=...)` under nbgrader: the reference takes over when the answer failed."""
+    import helpers.attention
+
+    wrong = lambda x, dim=-1: x.softmax(0)  # noqa: E731
+    for grading in ("", "1"):
+        monkeypatch.setenv("COURSE_GRADING", grading)
+        check = recording("check_softmax")
+        assert check(wrong, fallback=helpers.attention.softmax) is helpers.attention.softmax
+        with pytest.raises(AssertionError, match=re.escape("check_softmax did not pass: a wrong answer")):
+            passed(check)
+        right = lambda x, dim=-1: x.softmax(dim)  # noqa: E731
+        check = recording("check_softmax")
+        assert check(right, fallback=helpers.attention.softmax) is right
+        assert passed(check) is helpers.checks.check_softmax

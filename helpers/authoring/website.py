@@ -11,7 +11,9 @@ results, math) and never executes a notebook, so the build is offline and takes 
   any notebook the map does not list yet); links to files that are not pages point at the file on GitHub;
 - ``notebooks/NN_topic.ipynb``: each solution notebook, discovered, not listed. Its Colab badge opens the student
   notebook, a line under it links the student and solution notebooks on GitHub, and the Colab set-up cell is left out
-  (it does nothing off Colab).
+  (it does nothing off Colab);
+- ``guide/NAME.md``: the guides of ``docs/guide/`` (installing, instructors, the test suite, measurements), linked
+  from the README.
 
 The GitHub repository comes from the Colab set-up cell (``helpers.authoring.student.SETUP_CELL``), so a fork that changes it there
 gets a site that links to itself. ``.github/workflows/pages.yml`` publishes ``_site/`` on each push to main.
@@ -40,9 +42,13 @@ SITE_DIR = ROOT / "_site"
 #: Where the sources are staged and Sphinx keeps its cache (``build/`` is git-ignored).
 STAGE_DIR = ROOT / "build" / "site"
 CONF_DIR = ROOT / "docs"
+#: The guides (markdown), each a page of the site under guide/.
+GUIDE_DIR = CONF_DIR / "guide"
 #: ``https://github.com/OWNER/NAME``: the repository the Colab set-up cell clones.
 REPOSITORY = re.search(r"https://github\.com/[\w.-]+/[\w.-]+", SETUP_CELL).group(0)
 BRANCH = "main"
+#: The guides in the order of the site's menu (any other guide follows, by name).
+GUIDE_ORDER = ("install", "instructors", "testing", "measurements")
 COLAB = "https://colab.research.google.com/github/" + REPOSITORY.removeprefix("https://github.com/")
 BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _LINK = re.compile(r"(\]\()([^)\s]+)(\))")
@@ -84,10 +90,26 @@ def _title(solution: nbformat.NotebookNode, stem: str) -> str:
     return heading[2:].split("·", 1)[-1].strip()
 
 
-def site_index(readme: str, notebooks: dict[str, nbformat.NotebookNode]) -> str:
+def _guide_pages(guides: list[str]) -> dict[str, str]:
+    """Repository paths of the guides -> their pages."""
+    return {f"docs/guide/{name}.md": f"guide/{name}.md" for name in guides}
+
+
+def _notebook_pages(notebooks) -> dict[str, str]:
+    """Repository paths of the student and solution notebooks -> the solution notebook's page."""
+    pages = {f"notebooks/{stem}.ipynb": f"notebooks/{stem}.ipynb" for stem in notebooks}
+    return pages | {f"notebooks/solutions/{stem}.ipynb": f"notebooks/{stem}.ipynb" for stem in notebooks}
+
+
+def guide_page(text: str, notebooks, guides: list[str]) -> str:
+    """A guide of docs/guide/ as a page of the site: its relative links to pages stay pages, the rest go to GitHub."""
+    return _rewrite_links(text, "docs/guide", _notebook_pages(notebooks) | _guide_pages(guides), "guide")
+
+
+def site_index(readme: str, notebooks: dict[str, nbformat.NotebookNode], guides: list[str] | None = None) -> str:
     """The home page: the README, with a student-notebook column in the course map and a row per unlisted notebook."""
-    pages = {f"notebooks/{stem}.ipynb": f"notebooks/{stem}.ipynb" for stem in notebooks}  # the student notebooks' paths
-    pages |= {f"notebooks/solutions/{stem}.ipynb": f"notebooks/{stem}.ipynb" for stem in notebooks}
+    guides = guides or []
+    pages = _notebook_pages(notebooks) | _guide_pages(guides)
     lines = readme.splitlines()
     out: list[str] = []
     listed: set[str] = set()
@@ -115,7 +137,10 @@ def site_index(readme: str, notebooks: dict[str, nbformat.NotebookNode]) -> str:
             continue
         out.append(line)
     toctree = ["", "```{toctree}", ":caption: Notebooks", ":hidden:", ""] + [f"notebooks/{stem}" for stem in sorted(notebooks)]
-    return _rewrite_links("\n".join(out + toctree + ["```"]) + "\n", "", pages, "")
+    toctree += ["```"]
+    if guides:
+        toctree += ["", "```{toctree}", ":caption: Guides", ":hidden:", ""] + [f"guide/{name}" for name in guides] + ["```"]
+    return _rewrite_links("\n".join(out + toctree) + "\n", "", pages, "")
 
 
 def notebook_page(solution: nbformat.NotebookNode, stem: str, stems: list[str]) -> nbformat.NotebookNode:
@@ -152,11 +177,16 @@ def _write_if_changed(path: Path, text: str) -> None:
 def stage(
     stage_dir: Path = STAGE_DIR / "source", solutions: Path = SOLUTIONS_DIR, readme: Path = ROOT / "README.md"
 ) -> list[str]:
-    """Write the Sphinx sources (index.md, notebooks/NN_topic.ipynb); returns the notebook stems."""
+    """Write the Sphinx sources (index.md, notebooks/NN_topic.ipynb, guide/NAME.md); returns the notebook stems."""
     paths = sorted(solutions.glob("[0-9][0-9]_*.ipynb"))
     notebooks = {p.stem: nbformat.read(p, as_version=4) for p in paths}
     stems = list(notebooks)
-    _write_if_changed(stage_dir / "index.md", site_index(readme.read_text(encoding="utf-8"), notebooks))
+    guides = [name for name in GUIDE_ORDER if (GUIDE_DIR / f"{name}.md").exists()]
+    guides += sorted(p.stem for p in GUIDE_DIR.glob("*.md") if p.stem not in guides)
+    _write_if_changed(stage_dir / "index.md", site_index(readme.read_text(encoding="utf-8"), notebooks, guides))
+    for name in guides:
+        text = (GUIDE_DIR / f"{name}.md").read_text(encoding="utf-8")
+        _write_if_changed(stage_dir / "guide" / f"{name}.md", guide_page(text, notebooks, guides))
     for stem, solution in notebooks.items():
         _write_if_changed(stage_dir / "notebooks" / f"{stem}.ipynb", nbformat.writes(notebook_page(solution, stem, stems)))
     for old in (stage_dir / "notebooks").glob("*.ipynb"):  # a notebook renamed or removed since the last build

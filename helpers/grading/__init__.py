@@ -37,8 +37,9 @@ def recording(name: str) -> Callable[..., Any]:
     The check is taken from ``helpers.checks`` itself, not from the notebook's namespace, so an answer cell that
     redefines ``check_...`` does not grade itself. Under nbgrader (``COURSE_GRADING=1``, set by nbgrader_config.py) a
     check raises ``ExerciseFailed`` for a wrong answer and for "not attempted", so that ``nbgrader validate`` fails
-    both; here that is printed and turned into ``False``, the value the check cell handles by going on with the
-    reference, so one wrong answer does not fail the exercises after it. ``passed`` then fails the cell.
+    both; here that is printed and turned into what the check returns for an answer that did not pass (``False``, or
+    its ``fallback=``, the course's version the cells below then use), so one wrong answer does not fail the exercises
+    after it. ``passed`` then fails the cell.
     """
     import helpers.checks
     from helpers.checks import ExerciseFailed
@@ -55,9 +56,9 @@ def recording(name: str) -> Callable[..., Any]:
             print(f"ExerciseFailed: {err}")
             outcome = str(getattr(check, "outcome", ""))
             setattr(recorded, GRADED, "not attempted" if outcome.startswith("not attempted") else f"a wrong answer ({err})")
-            return False
+            return kwargs.get("fallback", False)
         outcome = str(getattr(check, "outcome", ""))
-        if result is True:
+        if getattr(check, "passed", result is True) is True:
             setattr(recorded, GRADED, True)
         else:
             setattr(
