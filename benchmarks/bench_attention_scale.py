@@ -19,7 +19,8 @@ What it measures (issue "Notebook 12"):
 - sliding windows: a window >= N equals full causal attention (target 1e-6, float32); the rolling KV cache's bytes;
 - linear attention: its recurrent, chunked and parallel forms agree (target 1e-5, float32); its time against
   softmax attention's from N = 64 to 8,192, and the crossover;
-- the KV cache's bytes per token of the published configurations (``helpers.scale.kv_cost.PUBLISHED``).
+- the KV cache's bytes per token of the published configurations (``helpers.scale.kv_cost.PUBLISHED``), and at
+  each one's own context (GPT-3's is 2,048 tokens).
 """
 
 from __future__ import annotations
@@ -108,6 +109,20 @@ def memory(sizes: list[int], device: str = "cpu") -> dict[str, list[int]]:
             if device != "cpu" and name == FUSED:
                 run = _sdpa([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
             peaks[name].append(peak_extra_bytes(run, q, k, v, device=device).peak)
+    return peaks
+
+
+def fused_scratch_by_threads(n: int = 4096, threads: tuple[int, ...] = (1, 2)) -> dict[int, int]:
+    """The CPU fused kernel's peak extra bytes at n with each thread count: its scratch space is per thread."""
+    q, k, v = _inputs(n, "cpu")
+    before = torch.get_num_threads()
+    peaks = {}
+    try:
+        for count in threads:
+            torch.set_num_threads(count)
+            peaks[count] = peak_extra_bytes(METHODS[FUSED], q, k, v).peak
+    finally:
+        torch.set_num_threads(before)
     return peaks
 
 
@@ -201,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
             ratio = 4 * 4096 * 4096 / peaks["tiled loop, blocks of 64"][i]
             met = "met" if ratio >= TARGET_RATIO else "MISSED"
             print(f"  N = 4,096: one score matrix / the tiled loop's peak = {ratio:.1f}x, target >= {TARGET_RATIO}x: {met}")
+        if device == "cpu":
+            scratch = fused_scratch_by_threads(4096 if 4096 in sizes else sizes[-1])
+            print(
+                "  the fused kernel's peak by thread count (its scratch space is per thread): "
+                + ", ".join(f"{count} thread{'s' if count > 1 else ''} {format_bytes(b)}" for count, b in scratch.items())
+            )
         clock = "CPU time, best of" if device == "cpu" else "synchronised wall time, best of"
         print(f"\ntime, causal ({clock} {args.repeats}); ratio = time / the fused kernel's, same run")
         times = timing(sizes, args.repeats, device)
@@ -222,11 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     faster = [n for n, soft, lin in rows if soft > lin]
     print(f"  linear attention faster from N = {faster[0] if faster else 'never'}")
 
-    print("\nKV cache per token (16-bit numbers), and for 4,096 tokens")
+    print("\nKV cache per token (16-bit numbers), and at each model's own context")
     for name, config in PUBLISHED.items():
         print(
-            f"  {name:12} {config.kind}  {config.bytes_per_token():>10,} bytes/token  {format_bytes(config.cache_bytes(4096)):>9}"
-            f"   ({config.source})"
+            f"  {name:12} {config.kind}  {config.bytes_per_token():>10,} bytes/token  context {config.context:>7,}: "
+            f"{format_bytes(config.cache_bytes(config.context)):>9}   ({config.source})"
         )
     print(f"\n{time.perf_counter() - begin:.0f} s wall, {time.process_time() - begin_cpu:.0f} s CPU")
     return 0

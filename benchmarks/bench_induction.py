@@ -1,4 +1,4 @@
-"""Does notebook 11's character model grow an induction head if it trains longer? (notebook 13, section 6)
+"""Does notebook 11's character model grow an induction head if it trains longer? (notebook 13, section 8)
 
     .venv/bin/python benchmarks/bench_induction.py                 # 3,000 steps, about 90 s of CPU
     .venv/bin/python benchmarks/bench_induction.py --steps 1000 --every 250
@@ -36,7 +36,7 @@ CONTEXT, PERIOD = 64, 32
 
 
 def probes(test_ids: torch.Tensor, vocab_size: int) -> dict[str, torch.Tensor]:
-    """The two probes of notebook 13's section 6: ``(64, 64)`` each, the second half a copy of the first."""
+    """The two probes of notebook 13's section 8: ``(64, 64)`` each, the second half a copy of the first."""
     random = repeated_tokens(64, PERIOD, vocab_size, torch.Generator().manual_seed(TEST_SEED), bos=False, distinct=True)
     starts = torch.linspace(0, len(test_ids) - PERIOD - 1, 64).long()  # (64,)
     text = test_ids[starts[:, None] + torch.arange(PERIOD)]  # (64, 32)

@@ -39,6 +39,8 @@ __all__ = [
     "attention_column_layout",
     "mha_parameter_count",
     "attention_with_positions",
+    "softargmax_attention",
+    "softmax_backward",
     "require_bool_mask",
 ]
 
@@ -173,10 +175,31 @@ def attention_with_positions(X: Tensor, W_Q: Tensor, W_K: Tensor, W_V: Tensor) -
     Returns the output ``(n, d_v)`` and the weights ``(n, n)``.
     """
     n = X.shape[0]
-    X_pos = torch.cat([X, torch.eye(n, dtype=X.dtype)], dim=1)  # (n, d + n): content, then one-hot position
+    W_Q, W_K, W_V = (w.to(X.dtype) for w in (W_Q, W_K, W_V))  # weights of another float dtype follow X's
+    X_pos = torch.cat([X, torch.eye(n, dtype=X.dtype, device=X.device)], dim=1)  # (n, d + n): content, then one-hot position
     Q, K, V = X_pos @ W_Q, X_pos @ W_K, X_pos @ W_V  # (n, d_k), (n, d_k), (n, d_v)
     weights = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)  # (n, n)
     return weights @ V, weights
+
+
+def softargmax_attention(beta: float, K: Tensor, V: Tensor, Q: Tensor) -> tuple[Tensor, Tensor]:
+    """Attention in the numerator layout (vectors as columns): ``H = V softargmax_beta(K^T Q)`` (notebook 03).
+
+    K ``(..., d, m)`` holds the m keys as columns, V ``(..., d_v, m)`` their values, Q ``(..., d, n)`` the n queries;
+    ``beta`` (the inverse temperature) multiplies the scores. Returns H ``(..., d_v, n)`` and the weights
+    ``(..., m, n)``: column i holds query i's weights over the keys and sums to 1.
+    """
+    weights = torch.softmax(beta * (K.mT @ Q), dim=-2)  # (..., m, n): softmax over the keys, down each column
+    return V @ weights, weights  # (..., d_v, n), (..., m, n)
+
+
+def softmax_backward(a: Tensor, g: Tensor) -> Tensor:
+    """The gradient with respect to the scores z of ``a = softmax(z)`` (last axis), given ``g = dL/da`` (notebook 03).
+
+    The Jacobian of softmax is ``diag(a) - a a^T``; applied to g it gives ``a * (g - a . g)``. a, g ``(..., m)`` ->
+    ``(..., m)``.
+    """
+    return a * (g - (a * g).sum(dim=-1, keepdim=True))
 
 
 def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:

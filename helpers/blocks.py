@@ -26,6 +26,9 @@ __all__ = [
     "copy_encoder_block_to_torch",
     "copy_decoder_block_to_torch",
     "randomise_layer_norms",
+    "shift_matrix",
+    "batch_norm",
+    "transformer_lr",
 ]
 
 
@@ -240,3 +243,44 @@ def randomise_layer_norms(module: nn.Module) -> nn.Module:
             norm.weight.uniform_(0.5, 1.5)
             norm.bias.normal_(0.0, 0.3)
     return module
+
+
+def shift_matrix(k: int, d_model: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> Tensor:
+    """The ``(d_model, d_model)`` matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for the sinusoidal encoding.
+
+    Block-diagonal: pair ``i`` (features ``2i``, ``2i + 1``) gets the 2 x 2 block
+    ``[[cos k w_i, sin k w_i], [-sin k w_i, cos k w_i]]`` with ``w_i = 10000^(-2i / d_model)``.
+    """
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    omegas = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=device) / d_model)  # (d_model/2,)
+    cos_k, sin_k = torch.cos(k * omegas), torch.sin(k * omegas)  # (d_model/2,) each
+    idx = torch.arange(0, d_model, 2, device=device)  # (d_model/2,): the sine feature of each pair
+    M = torch.zeros(d_model, d_model, dtype=torch.float64, device=device)
+    M[idx, idx], M[idx, idx + 1] = cos_k, sin_k  # new sin = cos(k w) sin + sin(k w) cos
+    M[idx + 1, idx], M[idx + 1, idx + 1] = -sin_k, cos_k  # new cos = -sin(k w) sin + cos(k w) cos
+    return M.to(dtype)
+
+
+def batch_norm(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """Batch normalization of ``(batch, tokens, features)`` in training mode, without gain and bias.
+
+    One mean and one biased variance per *feature*, over the batch and the tokens (axes 0 and 1), as
+    ``nn.BatchNorm1d(features, affine=False)`` computes on ``x.transpose(1, 2)``; ``eps`` inside the square root.
+    """
+    if x.dim() != 3:
+        raise ValueError(f"batch_norm expects (batch, tokens, features), got shape {tuple(x.shape)}")
+    mean = x.mean(dim=(0, 1), keepdim=True)  # (1, 1, features)
+    var = x.var(dim=(0, 1), keepdim=True, unbiased=False)  # (1, 1, features)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def transformer_lr(step: int, d_model: int, warmup_steps: int) -> float:
+    """The learning rate of "Attention Is All You Need" at ``step`` (counted from 1).
+
+    ``d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)``: a linear rise for ``warmup_steps`` steps, to
+    ``(d_model * warmup_steps)^-0.5``, then a decay like ``1 / sqrt(step)``.
+    """
+    if step < 1:
+        raise ValueError(f"transformer_lr counts steps from 1, got step={step}")
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)

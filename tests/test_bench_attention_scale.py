@@ -33,3 +33,32 @@ def test_timing_windows_and_linear_forms_run():
     assert bench.windows(n=64)["rolling cache bytes after 1,000 positions, window 64"] == 2 * 64 * 2 * 16 * 4
     assert all(diff < 1e-5 for diff in bench.linear_forms(n=100).values())
     assert [n for n, _, _ in bench.linear_crossover([32, 64], repeats=1)] == [32, 64]
+
+
+def _load(name):
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_timing_benchmark_measures_every_ratio_the_notebook_claims():
+    timing = _load("bench_scale_timing")
+    split = timing.attention_split(n=256)
+    assert {"math_over_flash_no_mask", "flash_no_mask_over_causal", "math_over_flash_causal", "loop_over_flash_causal"} <= set(
+        split
+    )
+    assert all(value > 0 for value in split.values())
+    assert set(timing.linear_ratios(lengths=(64, 128))) == {"softmax_over_linear_64", "softmax_over_linear_128"}
+
+
+def test_the_window_benchmark_runs_the_notebooks_recipe():
+    window = _load("bench_scale_window")
+    vocab, train_ids, val_ids = window.data()
+    row = window.run(0, 2, vocab, train_ids, val_ids)
+    assert row["steps"] == 2 and set(row["read_minus_full"]) == set(window.WINDOWS)
+    assert (
+        row["window8_minus_full"] == round(row["window8_trained"] - row["full"], 4)
+        or abs(row["window8_minus_full"] - (row["window8_trained"] - row["full"])) < 2e-4
+    )

@@ -133,3 +133,38 @@ def test_silent_post_ln_stack_is_its_norms_in_turn():
     assert (chain - F.layer_norm(x, (D_MODEL,), last.weight, last.bias)).abs().max() > 0.1
     fresh = _silent_stack(norm_first=False, random_norms=False)
     torch.testing.assert_close(_run(fresh, x), F.layer_norm(x, (D_MODEL,)), atol=1e-4, rtol=0)
+
+
+def test_shift_matrix_moves_every_encoding_by_k():
+    from helpers.blocks import shift_matrix, sinusoidal_positional_encoding
+
+    pe = sinusoidal_positional_encoding(40, 16).double()  # (40, 16)
+    for k in (0, 1, 7):
+        M = shift_matrix(k, 16)  # (16, 16)
+        assert M.dtype == torch.float64
+        torch.testing.assert_close(pe[: 40 - k] @ M.T, pe[k:], atol=1e-6, rtol=0)
+        torch.testing.assert_close(M @ M.T, torch.eye(16, dtype=torch.float64), atol=1e-12, rtol=0)
+    assert shift_matrix(3, 8, dtype=torch.float32).dtype == torch.float32
+    with pytest.raises(ValueError, match="even"):
+        shift_matrix(1, 5)
+
+
+def test_batch_norm_equals_batchnorm1d_in_training_mode():
+    from helpers.blocks import batch_norm
+
+    x = torch.randn(3, 4, 5, dtype=torch.float64) * 2 + 1  # (3, 4, 5)
+    bn = nn.BatchNorm1d(5, affine=False, eps=0.1, dtype=torch.float64).train()
+    torch.testing.assert_close(batch_norm(x, eps=0.1), bn(x.transpose(1, 2)).transpose(1, 2), atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="batch, tokens, features"):
+        batch_norm(torch.randn(4, 5))
+
+
+def test_transformer_lr_rises_peaks_and_decays():
+    from helpers.blocks import transformer_lr
+
+    peak = (512 * 4000) ** -0.5
+    assert transformer_lr(4000, 512, 4000) == pytest.approx(peak, rel=1e-12)
+    assert transformer_lr(2000, 512, 4000) == pytest.approx(peak / 2, rel=1e-12)  # linear rise
+    assert transformer_lr(16000, 512, 4000) == pytest.approx(peak / 2, rel=1e-12)  # 1 / sqrt(step) decay
+    with pytest.raises(ValueError, match="from 1"):
+        transformer_lr(0, 512, 4000)

@@ -692,3 +692,132 @@ def test_mha_other_right_answers_pass():
 
     assert check_multi_head_attention(_mha_slip(None)) is True
     assert check_multi_head_attention(WithContiguous) is True
+
+
+# ------------------------------------------------------------------ issues 34 and 36: more classes named, more right answers
+
+
+def _sm_sum_along(axis):
+    def softmax(x, dim=-1):
+        e = torch.exp(x - x.amax(dim, keepdim=True))
+        return e / e.sum(axis, keepdim=True)  # a hard-coded axis
+
+    return softmax
+
+
+def _sm_max_along(axis):
+    def softmax(x, dim=-1):
+        e = torch.exp(x - x.amax(axis, keepdim=True))  # a hard-coded axis
+        return e / e.sum(dim, keepdim=True)
+
+    return softmax
+
+
+def _sm_unfinished(x, dim=-1):
+    if dim != -1:
+        raise NotImplementedError
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+SOFTMAX_ISSUE_36 = [
+    (_sm_sum_along(1), ["sum runs along axis 1, a fixed axis"]),
+    (_sm_sum_along(0), ["sum runs along axis 0, a fixed axis"]),
+    (_sm_max_along(1), ["maximum is taken along axis 1, a fixed axis"]),
+    (lambda x: torch.softmax(x, -1), ["keep its signature", "def softmax(x, dim=-1)"]),
+    (_sm_unfinished, ["unfinished branch", "dim=0"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SOFTMAX_ISSUE_36)
+def test_softmax_more_classes_are_named(wrong, phrases):
+    message = assert_caught(check_softmax, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def _sdpa_batch_scale(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(len(q))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def _sdpa_no_mask(q, k, v):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return weights @ v, weights
+
+
+def _sdpa_if_mask(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def _sdpa_float32_sqrt(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / torch.sqrt(torch.tensor(q.shape[-1]))  # torch.tensor of an int: sqrt in float32
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def _sdpa_unfinished_mask(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        raise NotImplementedError
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+SDPA_ISSUE_36 = [
+    (_sdpa_batch_scale, ["batch size", "q.shape[-1]"]),
+    (_sdpa_no_mask, ["keep its signature", "mask=None"]),
+    (_sdpa_if_mask, ["if mask is not None"]),
+    (_sdpa_float32_sqrt, ["precision problem"]),
+    (_sdpa_unfinished_mask, ["unfinished branch", "boolean mask"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SDPA_ISSUE_36)
+def test_sdpa_more_classes_are_named(wrong, phrases):
+    message = assert_caught(check_scaled_dot_product_attention, wrong, *phrases)
+    assert "not attempted" not in message and "differs from the reference in" not in message
+
+
+def _sdpa_einsum(q, k, v, mask=None):
+    scores = torch.einsum("...nd,...md->...nm", q, k) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(-1)
+    return torch.einsum("...nm,...mv->...nv", weights, v), weights
+
+
+def _sdpa_scale_q_first(q, k, v, mask=None):
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e4)  # float32 scores here reach about 100: -1e4 is far enough
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def _sdpa_torch_for_out(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch.softmax(scores, -1)
+
+
+def _sdpa_log_mask(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + torch.log(mask.to(scores.dtype))  # log 1 = 0, log 0 = -inf
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+@pytest.mark.parametrize("right", [_sdpa_einsum, _sdpa_scale_q_first, _sdpa_torch_for_out, _sdpa_log_mask])
+def test_sdpa_more_right_answers_pass(right):
+    assert check_scaled_dot_product_attention(right) is True

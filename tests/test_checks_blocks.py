@@ -6,7 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.checks.blocks import check_decoder_block_forward, check_encoder_block_forward, check_pre_ln_encoder_block_forward
+from helpers.checks.blocks import (
+    check_decoder_block_forward,
+    check_encoder_block_forward,
+    check_pre_ln_encoder_block_forward,
+    check_transformer_lr,
+)
 from tests.conftest import assert_caught, assert_not_attempted
 
 
@@ -790,3 +795,126 @@ def dec_with_dropout_modules(block, x, memory, tgt_mask=None):  # the block's dr
 def test_decoder_other_right_answers_pass():
     assert check_decoder_block_forward(dec_own_causal_mask) is True
     assert check_decoder_block_forward(dec_with_dropout_modules) is True
+
+
+# ------------------------------------------------------------------ exercise 6.4: the learning-rate schedule of the paper
+
+
+def lr_right(step, d_model, warmup_steps):
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def lr_with(rise=lambda s, w: s * w**-1.5, decay=lambda s, w: s**-0.5, combine=min, scale=lambda d: d**-0.5):
+    def fn(step, d_model, warmup_steps):
+        return scale(d_model) * combine(rise(step, warmup_steps), decay(step, warmup_steps))
+
+    return fn
+
+
+def lr_if_else(step, d_model, warmup_steps):  # the two branches written out: right
+    if step < warmup_steps:
+        return step / warmup_steps * (d_model * warmup_steps) ** -0.5
+    return (d_model * step) ** -0.5
+
+
+def lr_torch_float64(step, d_model, warmup_steps):
+    s = torch.tensor(float(step), dtype=torch.float64)
+    return d_model**-0.5 * torch.minimum(s.rsqrt(), s * warmup_steps**-1.5)
+
+
+def lr_torch_float32(step, d_model, warmup_steps):  # a float32 tensor: judged at float32's precision
+    s = torch.tensor(float(step))
+    return d_model**-0.5 * torch.minimum(s.rsqrt(), s * warmup_steps**-1.5)
+
+
+def lr_peak_times_shape(step, d_model, warmup_steps):
+    import math
+
+    return (d_model * warmup_steps) ** -0.5 * min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+
+LR_RIGHT = [lr_right, lr_if_else, lr_torch_float64, lr_torch_float32, lr_peak_times_shape]
+
+
+@pytest.mark.parametrize("answer", LR_RIGHT, ids=lambda f: f.__name__)
+def test_transformer_lr_right_answers_pass(answer):
+    assert check_transformer_lr(answer) is True
+
+
+def test_transformer_lr_reference_and_stub(capsys):
+    import helpers.blocks
+
+    assert check_transformer_lr(helpers.blocks.transformer_lr) is True
+
+    def stub(step, d_model, warmup_steps):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_transformer_lr, stub, capsys)
+    assert_not_attempted(check_transformer_lr, ..., capsys)
+
+
+LR_WRONG = {
+    "max_for_min": (lr_with(combine=max), ["max instead of min"]),
+    "warmup_to_minus_half": (lr_with(rise=lambda s, w: s * w**-0.5), ["warmup^-0.5"]),
+    "no_d_model": (lr_with(scale=lambda d: 1.0), ["d_model^-0.5 is missing"]),
+    "times_sqrt_d_model": (lr_with(scale=lambda d: d**0.5), ["d_model^+0.5"]),
+    "d_model_to_minus_1": (lr_with(scale=lambda d: 1 / d), ["d_model^-1"]),
+    "decay_plus_half": (lr_with(decay=lambda s, w: s**0.5), ["step^+0.5"]),
+    "warmup_precedence": (lr_with(rise=lambda s, w: s * w**-3 / 2), ["warmup_steps ** -3/2", "binds tighter"]),
+    "step_precedence": (lr_with(decay=lambda s, w: s**-1 / 2), ["step ** -1/2", "binds tighter"]),
+    "d_model_precedence": (lr_with(scale=lambda d: d**-1 / 2), ["d_model ** -1/2"]),
+    "no_decay": (lr_with(decay=lambda s, w: w**-0.5), ["decay after the warm-up is missing"]),
+    "no_warmup": (lambda s, d, w: d**-0.5 * s**-0.5, ["warm-up is missing"]),
+    "warmup_plus_1_5": (lr_with(rise=lambda s, w: s * w**1.5), ["warm-up is missing", "warmup_steps^+1.5"]),
+    "step_plus_1": (lambda s, d, w: lr_right(s + 1, d, w), ["shifted by one (step + 1)"]),
+    "step_minus_1": (lambda s, d, w: lr_right(s - 1, d, w), ["ZeroDivisionError", "did you subtract 1"]),
+    "tensor_of_steps": (lambda s, d, w: torch.full((3,), lr_right(s, d, w)), ["shape (3,)", "one number per step"]),
+    "returns_none": (lambda s, d, w: None, ["return the learning rate as a number"]),
+    "wrong_peak": (lambda s, d, w: lr_right(s, d, w) * (1.1 if s == w else 1.0), ["at steps", "peak"]),
+    "decay_only_wrong": (lambda s, d, w: lr_right(s, d, w) * (1.0 if s <= w else 0.9), ["the decay, after warmup_steps"]),
+}
+
+
+@pytest.mark.parametrize("name", LR_WRONG)
+def test_transformer_lr_wrong_answers_caught(name):
+    fn, phrases = LR_WRONG[name]
+    message = assert_caught(check_transformer_lr, fn, *phrases)
+    if name not in ("wrong_peak", "decay_only_wrong"):
+        assert "differs from the paper's schedule" not in message, message
+
+
+# ------------------------------------------------------------------ issue 36: partial work is an attempt, not "not attempted"
+
+
+def enc_partial(block, x, mask=None):
+    if mask is not None:
+        raise NotImplementedError  # an unfinished branch; the rest is written
+    h = block.norm1(x + block.self_attn(x, x, x)[0])
+    return block.norm2(h + block.ff(h))
+
+
+def pre_partial(block, x, mask=None):
+    if mask is not None:
+        raise NotImplementedError
+    h = block.norm1(x)
+    x = x + block.self_attn(h, h, h)[0]
+    return x + block.ff(block.norm2(x))
+
+
+def lr_partial(step, d_model, warmup_steps):
+    if step > warmup_steps:
+        raise NotImplementedError
+    return d_model**-0.5 * step * warmup_steps**-1.5
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (check_encoder_block_forward, enc_partial),
+        (check_pre_ln_encoder_block_forward, pre_partial),
+        (check_transformer_lr, lr_partial),
+    ],
+    ids=["encoder", "pre_ln", "transformer_lr"],
+)
+def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
+    assert_caught(check, answer, "unfinished branch")

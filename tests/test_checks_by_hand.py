@@ -322,3 +322,48 @@ def test_spot_the_mistakes_other_right_answers_pass():
     assert check_spot_the_mistakes(**{**RIGHT, "miscopied_k_row": np.flatnonzero(np.array([False, False, True]))}) is True
     assert check_spot_the_mistakes(**{**RIGHT, "scale_used": np.nanmedian(np.array([[1.0, 1.0], [1.0, np.nan]]))}) is True
     assert check_spot_the_mistakes(**{**RIGHT, "largest_dropped_weight": 0.37754}) is True
+
+
+# ------------------------------------------------------------------ issues 34 and 36: more classes named, more right answers
+
+
+def _project_unfinished(X, W_q, W_k, W_v):
+    if not isinstance(X, torch.Tensor):
+        raise NotImplementedError  # the numpy case left for later
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+def _scores_unfinished(Q, K, scale=True):
+    if not scale:
+        raise NotImplementedError
+    return Q @ K.swapaxes(-2, -1) / math.sqrt(Q.shape[-1])
+
+
+def _scores_float32_sqrt(Q, K, scale=True):
+    dots = Q @ K.swapaxes(-2, -1)
+    return dots / torch.sqrt(torch.tensor(Q.shape[-1])).item() if scale else dots  # sqrt taken in float32
+
+
+def _project_float32(X, W_q, W_k, W_v):
+    if isinstance(X, np.ndarray):
+        return X @ W_q, X @ W_k, X @ W_v
+    return tuple((X.float() @ W.float()).to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+def test_projections_and_scores_unfinished_branches_are_not_called_not_attempted():
+    assert_caught(check_projections, _project_unfinished, "unfinished branch", "numpy")
+    assert_caught(check_scores, _scores_unfinished, "unfinished branch", "scale=False")
+
+
+def test_float32_paths_are_named_as_precision_problems():
+    assert_caught(check_scores, _scores_float32_sqrt, "precision problem")
+    assert_caught(check_projections, _project_float32, "precision problem", "dtype=x.dtype")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # numpy functions on torch tensors
+def test_projections_and_scores_other_right_answers_pass():
+    assert check_projections(lambda X, W_q, W_k, W_v: [np.dot(X, W) for W in (W_q, W_k, W_v)]) is True  # np.dot, a list
+    assert (
+        check_scores(lambda Q, K, scale=True: np.matmul(Q, K.swapaxes(-2, -1)) / (np.sqrt(Q.shape[-1]) if scale else 1)) is True
+    )
+    assert check_scores(lambda Q, K, scale=True: (Q @ K.swapaxes(-2, -1)) * (Q.shape[-1] ** -0.5 if scale else 1.0)) is True

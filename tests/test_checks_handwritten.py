@@ -10,6 +10,8 @@ import torch
 import helpers.handwritten.program as H
 from helpers.checks import (
     check_copy_value,
+    check_count_one_hot,
+    check_count_steps,
     check_count_table,
     check_output_map,
     check_reverse_selector,
@@ -183,6 +185,27 @@ def _reverse_indices_swapped(attn, layout, scale):  # [feature, coordinate]: the
         attn.w_k.weight[layout.pos2, 1] = 1.0
 
 
+def _reverse_square_sign(attn, layout, scale):
+    """Only the j² coefficient's sign flipped: the parabola opens upwards."""
+    H.write_reverse_selector(attn, layout, scale)
+    with torch.no_grad():
+        attn.w_q.weight[1, layout.one] *= -1
+
+
+def _reverse_gain_twice(attn, layout, scale):
+    H.write_reverse_selector(attn, layout, scale)
+    with torch.no_grad():
+        attn.w_k.weight[0, layout.pos] = _gain(attn, scale)
+        attn.w_k.weight[1, layout.pos2] = _gain(attn, scale)
+
+
+def _reverse_no_square_query(attn, layout, scale):
+    """The key reads [j, j²], but the query has no -c coordinate."""
+    H.write_reverse_selector(attn, layout, scale)
+    with torch.no_grad():
+        attn.w_q.weight[1, layout.one] = 0.0
+
+
 REVERSE_MISTAKES = {
     "mirrored around 2.5": (_quadratic_selector(5, -1), ["off by one", "5 - i", "6 - i"]),
     "mirrored around 3.5": (_quadratic_selector(7, -1), ["off by one", "7 - i"]),
@@ -211,6 +234,11 @@ REVERSE_MISTAKES = {
     "writes the value path too": (_reverse_writes_values, ["also writes", "w_v.weight"]),
     "does nothing": (lambda attn, layout, scale: None, ["still zero", "averages"]),
     "NaN": (_reverse_nan, ["NaN"]),
+    "factor 2 forgotten": (_quadratic_selector(3, -0.5), ["factor 2 is missing", "t / 2"]),
+    "factor 2 doubled": (_quadratic_selector(12, -2), ["factor 2 is doubled"]),
+    "j² sign only": (_reverse_square_sign, ["opens upwards", "farthest", "-c"]),
+    "gain in both w_q and w_k": (_reverse_gain_twice, ["both w_q and w_k", "twice"]),
+    "key reads j², query ignores it": (_reverse_no_square_query, ["reads j²", "no weight"]),
 }
 
 
@@ -292,6 +320,12 @@ def _copy_also_onto_tok(attn, layout):
         attn.w_o.weight[layout.tok, :10] = torch.eye(10)
 
 
+def _copy_one_row_late(attn, layout):
+    with torch.no_grad():
+        attn.w_v.weight[1:11, layout.tok] = torch.eye(10)
+        attn.w_o.weight[layout.out, :10] = torch.eye(10)
+
+
 COPY_MISTAKES = {
     "writes into tok": (_copy(write="tok"), ["into layout.tok", "layout.out"]),
     "reads out": (_copy(read="out"), ["reads layout.out instead of layout.tok"]),
@@ -308,6 +342,7 @@ COPY_MISTAKES = {
     "writes the selector too": (_copy_and_select, ["also writes", "w_q.weight"]),
     "also onto tok": (_copy_also_onto_tok, ["also writes", "tok <- tok"]),
     "does nothing": (lambda attn, layout: None, ["still zero"]),
+    "identity one row late": (_copy_one_row_late, ["one row late", "token 9 is lost"]),
 }
 
 
@@ -374,6 +409,21 @@ def _output_hard_coded_slot(unembed, slot):
         unembed.weight[:, 21 : 21 + unembed.out_features] = torch.eye(unembed.out_features)
 
 
+def _output_one_early(unembed, slot):
+    with torch.no_grad():
+        unembed.weight[:, slot.start - 1 : slot.stop - 1] = torch.eye(slot.stop - slot.start)
+
+
+def _output_whole_slot(unembed, slot):
+    with torch.no_grad():
+        unembed.weight[:, slot] = 1.0
+
+
+def _output_hard_coded_ten(unembed, slot):
+    with torch.no_grad():
+        unembed.weight[:, 21:31] = torch.eye(10)
+
+
 OUTPUT_MISTAKES = {
     "reads the input token": (_output_reads_tok, ["decodes layout.tok", "input unchanged"]),
     "transposed": (_output_transposed, ["(out_features, in_features)"]),
@@ -383,6 +433,9 @@ OUTPUT_MISTAKES = {
     "scaled": (_output(lambda e: 10 * e), ["10 times feature k"]),
     "fixed width": (_output_fixed_width, ["layout.count", "torch.eye(slot.stop - slot.start)"]),
     "ignores slot": (_output_hard_coded_slot, ["ignores its `slot` argument"]),
+    "ignores slot, 10 wide": (_output_hard_coded_ten, ["ignores its `slot` argument"]),
+    "one feature early": (_output_one_early, ["one feature early", "column 20"]),
+    "whole slot filled": (_output_whole_slot, ["every logit reads every feature", "torch.eye"]),
     "does nothing": (lambda unembed, slot: None, ["still zero"]),
 }
 
@@ -431,6 +484,22 @@ def _same_token(token_block, bos_query=1.0, bos_key="bos", gain=None):
     return writer
 
 
+def _same_token_bos_on_token_0(attn, layout, scale):
+    """BOS's coordinate is row 0, which token 0 uses too."""
+    c = _gain(attn, scale)
+    with torch.no_grad():
+        attn.w_q.weight[:10, layout.tok] = c * torch.eye(10)
+        attn.w_k.weight[:10, layout.tok] = torch.eye(10)
+        attn.w_q.weight[0, layout.one] = c
+        attn.w_k.weight[0, layout.bos] = 1.0
+
+
+def _same_token_gain_twice(attn, layout, scale):
+    H.write_same_token_selector(attn, layout, scale)
+    with torch.no_grad():
+        attn.w_k.weight.mul_(_gain(attn, scale))
+
+
 SAME_TOKEN_MISTAKES = {
     "no BOS": (_same_token(torch.eye(10), bos_query=0.0), ["BOS scores", "below", "1 / (1 + count)"]),
     "BOS twice as strong": (_same_token(torch.eye(10), bos_query=2.0), ["BOS scores", "above"]),
@@ -446,6 +515,8 @@ SAME_TOKEN_MISTAKES = {
     "the smaller selector": (H.write_smaller_selector, ["should be BOS and every position holding its token"]),
     "hard-coded indices": (lambda attn, layout, scale: H.write_same_token_selector(attn, H.LAYOUT, scale), ["another order"]),
     "hard-coded scale": (lambda attn, layout, scale: H.write_same_token_selector(attn, layout, 20.0), ["`scale` argument"]),
+    "BOS shares token 0's coordinate": (_same_token_bos_on_token_0, ["BOS shares query/key coordinate 0 with token 0", "own"]),
+    "gain in both w_q and w_k": (_same_token_gain_twice, ["both w_q and w_k"]),
 }
 
 
@@ -516,6 +587,35 @@ def _table(thresholds=None, sharpness=100.0, shift=0, reverse=False, bias=True, 
     return writer
 
 
+def _table_variant(
+    *, weight_sign=1.0, shifts=(0.5, -0.5), reverse_thresholds=False, out_sign=1.0, one_relu=False, rows_shift=0, as_number=False
+):
+    """A count table with one mistake: the steps (linear1) and the one-hot (linear2) written out."""
+
+    def writer(ff, layout):
+        cut = H.table_thresholds().tolist()
+        cut = cut[::-1] if reverse_thresholds else cut
+        first = layout.count.start + rows_shift
+        with torch.no_grad():
+            for k, threshold in enumerate(cut):
+                for unit, shift in ((2 * k, shifts[0]), (2 * k + 1, shifts[1])):
+                    if one_relu and unit % 2:
+                        continue
+                    ff.linear1.weight[unit, layout.frac] = -100.0 * weight_sign
+                    ff.linear1.bias[unit] = weight_sign * 100.0 * threshold + shift
+            for k in range(H.LENGTH):
+                for unit, sign in ((2 * k, 1.0), (2 * k + 1, -1.0)):
+                    if as_number:
+                        ff.linear2.weight[layout.count.start, unit] = sign
+                        continue
+                    ff.linear2.weight[first + k, unit] = -sign * out_sign
+                    ff.linear2.weight[first + k + 1, unit] = sign * out_sign
+            if not as_number:
+                ff.linear2.bias[first] = 1.0
+
+    return writer
+
+
 def _table_transposed(ff, layout):
     with torch.no_grad():
         ff.linear1.weight[layout.frac, 0] = -100.0
@@ -527,16 +627,23 @@ def _table_hard_coded(ff, layout):
 
 TABLE_MISTAKES = {
     "thresholds on the values": (_table(thresholds=H.table_values()[1:].tolist()), ["1/2", "halfway"]),
-    "ramps too gentle": (_table(sharpness=10.0), ["not flat", "halfway"]),
+    "ramps too gentle": (_table(sharpness=10.0), ["too gentle", "SHARPNESS = 100"]),
     "misaligned by one": (_table(shift=1), ["misaligned by one", "c - 1"]),
     "misaligned the other way": (_table(shift=-1), ["misaligned by one", "c + 1"]),
     "reversed": (_table(reverse=True), ["reversed"]),
     "no bias for count 0": (_table(bias=False), ["count 0", "bias"]),
-    "reads pos": (_table(read="pos"), ["same for every frac", "reads layout.pos", "layout.frac"]),
+    "reads pos": (_table(read="pos"), ["read layout.pos", "must read layout.frac"]),
     "writes into out": (_table(write="out"), ["writes into layout.out"]),
     "linear1 transposed": (_table_transposed, ["(out_features, in_features)"]),
     "hard-coded indices": (_table_hard_coded, ["another order", "layout.frac"]),
     "does nothing": (lambda ff, layout: None, ["still zero"]),
+    "inverted steps": (_table_variant(weight_sign=-1.0, shifts=(0.5, -0.5)), ["inverted", "-SHARPNESS"]),
+    "one ReLU per threshold": (_table_variant(one_relu=True), ["one ReLU per threshold"]),
+    "output signs swapped": (_table_variant(out_sign=-1.0), ["signs in linear2 are swapped"]),
+    "count written as a number": (_table_variant(as_number=True), ["count as a number", "one-hot"]),
+    "thresholds reversed": (_table_variant(reverse_thresholds=True), ["thresholds are reversed"]),
+    "two ReLUs that cancel": (_table_variant(shifts=(0.5, 0.5)), ["cancel", "same weight and bias"]),
+    "one-hot one slot too far": (_table_variant(rows_shift=1), ["one slot too far", "layout.out"]),
 }
 
 
@@ -557,18 +664,18 @@ def test_target_selector_stub_is_not_attempted(capsys):
     assert_not_attempted(check_target_selector, _stub, capsys)
 
 
-def _target(offset=1, descending=False, bos_penalty=1.0, gain=None):
+def _target(offset=1, descending=False, bos_penalty=1.0, gain=None, two=2, sign=1.0, key="count"):
     """Query i attends to count m where m + offset = i (descending: m = 5 - i)."""
 
     def writer(attn, layout, scale):
         c = _gain(attn, scale) if gain is None else gain(attn, scale)
-        count = layout.count
+        slot = layout.slot(key)
         with torch.no_grad():
             for m in range(H.LENGTH + 1):
                 t = (H.LENGTH - m) if descending else m + offset
-                attn.w_q.weight[m, layout.pos] = 2 * t * c
-                attn.w_q.weight[m, layout.one] = -(t**2) * c
-                attn.w_k.weight[m, count.start + m] = 1.0
+                attn.w_q.weight[m, layout.pos] = sign * two * t * c
+                attn.w_q.weight[m, layout.one] = -sign * (t**2) * c
+                attn.w_k.weight[m, slot.start + m] = 1.0
             attn.w_q.weight[H.LENGTH + 1, layout.one] = -bos_penalty * c
             attn.w_k.weight[H.LENGTH + 1, layout.bos] = 1.0
 
@@ -605,6 +712,10 @@ TARGET_MISTAKES = {
     "forgot sqrt(d_k)": (_target(gain=lambda a, s: s), ["sqrt(d_k)"]),
     "hard-coded scale": (_target(gain=lambda a, s: 20 * math.sqrt(a.d_k)), ["`scale` argument"]),
     "hard-coded indices": (lambda attn, layout, scale: H.write_target_selector(attn, H.LAYOUT, scale), ["another order"]),
+    "off by one the other way": (_target(offset=2), ["off by one", "count i - 2"]),
+    "factor 2 forgotten": (_target(two=1), ["factor 2 is missing"]),
+    "parabola upside down": (_target(sign=-1.0), ["opens upwards", "signs"]),
+    "key reads tok": (_target(key="tok"), ["key reads layout.tok", "layout.count"]),
 }
 
 
@@ -612,3 +723,134 @@ TARGET_MISTAKES = {
 def test_target_selector_mistakes_are_named(name):
     writer, phrases = TARGET_MISTAKES[name]
     assert_caught(check_target_selector, writer, "the selector (w_q, w_k)", *phrases)
+
+
+# ---------------------------------------------------------------- the count table in two steps: linear1, then linear2
+
+
+def test_count_steps_reference_passes():
+    assert check_count_steps(H.write_steps) is True
+
+
+def test_count_steps_stub_is_not_attempted(capsys):
+    assert_not_attempted(check_count_steps, _stub, capsys)
+
+
+def _steps_only(writer):
+    """linear1 of a whole-table writer, linear2 left at zero."""
+
+    def write(ff, layout):
+        writer(ff, layout)
+        with torch.no_grad():
+            ff.linear2.weight.zero_()
+            ff.linear2.bias.zero_()
+
+    return write
+
+
+def _steps_in_loop(ff, layout):
+    """Another way: the weights as one tensor assignment, the biases from table_thresholds() as a tensor."""
+    thresholds = H.table_thresholds().float()
+    with torch.no_grad():
+        ff.linear1.weight[:, layout.frac] = -100.0
+        ff.linear1.bias[0::2] = 100.0 * thresholds + 0.5
+        ff.linear1.bias[1::2] = 100.0 * thresholds - 0.5
+
+
+@pytest.mark.parametrize(
+    "writer",
+    [
+        lambda ff, layout: H.write_steps(ff, layout, sharpness=50.0),
+        lambda ff, layout: H.write_steps(ff, layout, sharpness=1000.0),
+        _steps_in_loop,
+    ],
+)
+def test_count_steps_other_right_answers_pass(writer):
+    assert check_count_steps(writer) is True
+
+
+def _steps_no_threshold(ff, layout):
+    """The biases without SHARPNESS * threshold: every step switches near frac = 0."""
+    with torch.no_grad():
+        for k in range(H.LENGTH):
+            ff.linear1.weight[2 * k : 2 * k + 2, layout.frac] = -100.0
+            ff.linear1.bias[2 * k] = 0.5
+            ff.linear1.bias[2 * k + 1] = -0.5
+
+
+STEPS_MISTAKES = {
+    "inverted steps": (_steps_only(_table_variant(weight_sign=-1.0)), ["inverted"]),
+    "one ReLU per threshold": (_steps_only(_table_variant(one_relu=True)), ["one ReLU per threshold", "relu(u - 1/2)"]),
+    "thresholds reversed": (_steps_only(_table_variant(reverse_thresholds=True)), ["thresholds are reversed"]),
+    "two ReLUs that cancel": (_steps_only(_table_variant(shifts=(0.5, 0.5))), ["cancel"]),
+    "pair swapped": (_steps_only(_table_variant(shifts=(-0.5, 0.5))), ["upside down", "swapped"]),
+    "thresholds on the values": (_steps_only(_table(thresholds=H.table_values()[1:].tolist())), ["table value"]),
+    "ramps too gentle": (_steps_only(_table(sharpness=10.0)), ["too gentle"]),
+    "reads pos": (_steps_only(_table(read="pos")), ["must read layout.frac"]),
+    "no threshold in the bias": (_steps_no_threshold, ["never switches", "bias"]),
+    "hard-coded indices": (lambda ff, layout: H.write_steps(ff, H.LAYOUT), ["another order", "layout.frac"]),
+    "writes linear2 too": (H.write_count_table, ["also writes linear2"]),
+    "does nothing": (lambda ff, layout: None, ["still zero"]),
+}
+
+
+@pytest.mark.parametrize("name", list(STEPS_MISTAKES))
+def test_count_steps_mistakes_are_named(name):
+    writer, phrases = STEPS_MISTAKES[name]
+    assert_caught(check_count_steps, writer, "the steps (ff.linear1)", *phrases)
+
+
+def test_count_one_hot_reference_passes():
+    assert check_count_one_hot(H.write_one_hot) is True
+
+
+def test_count_one_hot_stub_is_not_attempted(capsys):
+    assert_not_attempted(check_count_one_hot, _stub, capsys)
+
+
+def _one_hot_accumulated(ff, layout):
+    """With += and -=, step by step, and the bias through a one-hot vector."""
+    first = layout.count.start
+    with torch.no_grad():
+        for k in range(H.LENGTH):
+            ff.linear2.weight[first + k, 2 * k] -= 1.0
+            ff.linear2.weight[first + k, 2 * k + 1] += 1.0
+            ff.linear2.weight[first + k + 1, 2 * k] += 1.0
+            ff.linear2.weight[first + k + 1, 2 * k + 1] -= 1.0
+        ff.linear2.bias += torch.nn.functional.one_hot(torch.tensor(first), layout.d_model).float()
+
+
+def test_count_one_hot_other_right_answers_pass():
+    assert check_count_one_hot(_one_hot_accumulated) is True
+
+
+def _linear2_only(writer):
+    """linear2 of a whole-table writer, on top of the reference steps."""
+
+    def write(ff, layout):
+        scratch = H.hand_block(layout).ff
+        writer(scratch, layout)
+        with torch.no_grad():
+            ff.linear2.weight.copy_(scratch.linear2.weight)
+            ff.linear2.bias.copy_(scratch.linear2.bias)
+
+    return write
+
+
+ONE_HOT_MISTAKES = {
+    "signs swapped": (_linear2_only(_table_variant(out_sign=-1.0)), ["signs in linear2 are swapped"]),
+    "count as a number": (_linear2_only(_table_variant(as_number=True)), ["count as a number"]),
+    "one slot too far": (_linear2_only(_table_variant(rows_shift=1)), ["one slot too far", "layout.out"]),
+    "no bias": (_linear2_only(_table(bias=False)), ["count 0", "bias"]),
+    "reversed": (_linear2_only(_table(reverse=True)), ["reversed"]),
+    "writes into out": (_linear2_only(_table(write="out")), ["writes into layout.out"]),
+    "hard-coded indices": (lambda ff, layout: H.write_one_hot(ff, H.LAYOUT), ["another order", "layout.count"]),
+    "changes linear1": (lambda ff, layout: H.write_count_table(ff, layout, sharpness=50.0), ["changes linear1"]),
+    "does nothing": (lambda ff, layout: None, ["linear2 is still zero"]),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_HOT_MISTAKES))
+def test_count_one_hot_mistakes_are_named(name):
+    writer, phrases = ONE_HOT_MISTAKES[name]
+    assert_caught(check_count_one_hot, writer, "the one-hot (ff.linear2)", *phrases)

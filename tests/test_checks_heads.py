@@ -283,3 +283,27 @@ def test_columns_other_right_answers_pass():
 
     assert check_multi_head_columns(viewed) is True
     assert check_multi_head_columns(w_o_per_head) is True
+
+
+# ------------------------------------------------------------------ issue 36: partial work is an attempt, not "not attempted"
+
+
+def scores_partial(queries, keys, num_heads):
+    if queries.dtype == torch.float32:
+        raise NotImplementedError  # an unfinished branch; the rest is written
+    d_k = queries.shape[-1] // num_heads
+    q, k = queries.unflatten(-1, (num_heads, d_k)), keys.unflatten(-1, (num_heads, d_k))
+    return torch.einsum("bnhk,bmhk->bhnm", q, k) / math.sqrt(d_k)
+
+
+def columns_partial(X, W_q, W_k, W_v, W_o, num_heads):
+    if num_heads > 2:
+        raise NotImplementedError
+    import helpers.attention
+
+    return helpers.attention.multi_head_columns(X, W_q, W_k, W_v, W_o, num_heads)
+
+
+@pytest.mark.parametrize("check, answer", [(check_head_scores, scores_partial), (check_multi_head_columns, columns_partial)])
+def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
+    assert_caught(check, answer, "unfinished branch")

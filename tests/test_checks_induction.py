@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
-from helpers.checks import check_ablate_head, check_induction_score, check_prev_token_score
+from helpers.checks import check_ablate_head, check_induction_score, check_prev_token_score, check_qk_circuit
 from helpers.models import induction as ref
 from tests.conftest import assert_caught, assert_not_attempted
 
@@ -33,8 +35,22 @@ def prev_indexing(pattern):
     return pattern[:, :, i, i - 1].mean(-1).mean(0)
 
 
-def prev_float32(pattern):
-    return prev_solution(pattern.float()).to(pattern.dtype)
+def prev_accumulated(pattern):  # a float32 accumulator (torch.zeros without dtype): judged at float32's precision
+    b, h, n, _ = pattern.shape
+    score = torch.zeros(h)
+    for i in range(1, n):
+        score += pattern[:, :, i, i - 1].sum(0).float()
+    return score / (b * (n - 1))
+
+
+def prev_in_float64(pattern):  # float64 for float32 patterns: more precise, fine
+    return prev_solution(pattern.double())
+
+
+def prev_einsum(pattern):
+    n = pattern.shape[-1]
+    sub = torch.eye(n, dtype=pattern.dtype).roll(-1, dims=1).tril()  # sub[i, i - 1] = 1
+    return torch.einsum("bhij,ij->h", pattern, sub) / (pattern.shape[0] * (n - 1))
 
 
 def prev_sum_divided(pattern):
@@ -44,7 +60,17 @@ def prev_sum_divided(pattern):
 
 
 @pytest.mark.parametrize(
-    "answer", [ref.prev_token_score, prev_solution, prev_loop, prev_indexing, prev_float32, prev_sum_divided]
+    "answer",
+    [
+        ref.prev_token_score,
+        prev_solution,
+        prev_loop,
+        prev_indexing,
+        prev_accumulated,
+        prev_in_float64,
+        prev_einsum,
+        prev_sum_divided,
+    ],
 )
 def test_prev_right_answers(answer):
     assert check_prev_token_score(answer) is True
@@ -81,9 +107,28 @@ PREV_WRONG = {
         lambda p: _d(p, -1).mean(dim=(0, -1), keepdim=True)[..., 0].transpose(0, 1).reshape(1, -1),
         ["keep no batch axis"],
     ),
-    "double": (lambda p: prev_solution(p).double(), ["keep the pattern's dtype"]),
     "numpy": (lambda p: prev_solution(p).numpy(), ["torch.Tensor", "ndarray"]),
     "crash": (lambda p: p[:, :, 1:, :-1].diagonal(dim1=2, dim2=3).mean(0).mean(9), ["raised IndexError"]),
+    "clamped index": (
+        lambda p: p[:, :, torch.arange(p.shape[-1]), (torch.arange(p.shape[-1]) - 1).clamp(min=0)].mean(dim=(0, -1)),
+        ["query 0", "clamp(min=0)", "1 .. n-1"],
+    ),
+    "mean over n x n": (
+        lambda p: (p * torch.ones(p.shape[-1], p.shape[-1], dtype=p.dtype).tril(-1).triu(-1)).mean(dim=(0, 2, 3)),
+        ["all n x n entries", "n - 1 entries"],
+    ),
+    "mean of everything": (lambda p: p.mean(dim=(0, 2, 3)), ["1/n for every head"]),
+    "summed over batch and queries": (lambda p: _d(p, -1).sum(dim=(0, -1)), ["summed over the batch and the queries"]),
+    "max": (lambda p: _d(p, -1).amax(dim=(0, -1)), ["largest", "max"]),
+    "max over queries": (lambda p: _d(p, -1).mean(0).amax(-1), ["max over the queries"]),
+    "max per sequence": (lambda p: _d(p, -1).amax(-1).mean(0), ["max over the queries of each sequence"]),
+    "max over batch": (lambda p: _d(p, -1).amax(0).mean(-1), ["max over the batch"]),
+    "argmax hits": (
+        lambda p: (p[:, :, 1:].argmax(-1) == torch.arange(p.shape[-1] - 1)).float().mean(dim=(0, -1)),
+        ["argmax", "attention weight itself"],
+    ),
+    "argmax head": (lambda p: _d(p, -1).mean(dim=(0, -1)).argmax(), ["index of the best head", "argmax"]),
+    "float32 inside, float64 out": (lambda p: prev_solution(p.float()).to(p.dtype), ["precision problem", "float32"]),
 }
 
 
@@ -120,11 +165,29 @@ def ind_indexing(pattern, period):
     return pattern[:, :, queries, queries - period + 1].mean(dim=(0, 2))
 
 
-def ind_float32(pattern, period):
-    return ind_solution(pattern.float(), period).to(pattern.dtype)
+def ind_accumulated(pattern, period):  # a float32 accumulator (torch.zeros without dtype): judged at float32's precision
+    b, h, n, _ = pattern.shape
+    score = torch.zeros(h)
+    for i in range(n - period, n):
+        score += pattern[:, :, i, i - period + 1].mean(0).float() / period
+    return score
 
 
-@pytest.mark.parametrize("answer", [ref.induction_score, ind_solution, ind_loop, ind_indexing, ind_float32])
+def ind_in_float64(pattern, period):
+    return ind_solution(pattern.double(), period)
+
+
+def ind_gather(pattern, period):
+    n = pattern.shape[-1]
+    queries = torch.arange(n - period, n)
+    rows = pattern[:, :, queries]  # (b, h, period, n)
+    keys = (queries - period + 1).expand(*rows.shape[:2], -1)[..., None]  # (b, h, period, 1)
+    return rows.gather(-1, keys)[..., 0].mean(dim=(0, -1))
+
+
+@pytest.mark.parametrize(
+    "answer", [ref.induction_score, ind_solution, ind_loop, ind_indexing, ind_accumulated, ind_in_float64, ind_gather]
+)
 def test_induction_right_answers(answer):
     assert check_induction_score(answer) is True
 
@@ -165,7 +228,23 @@ IND_WRONG = {
         lambda p, t: ind_solution(p, (p.shape[-1] - 1) // 2),
         ["one BOS token precedes"],
     ),
-    "double": (lambda p, t: ind_solution(p, t).double(), ["keep the pattern's dtype"]),
+    "one query too many": (lambda p, t: _stripe(p, -t + 1, p.shape[-1] - t - 1), ["one query too many", "period + 1"]),
+    "summed": (lambda p, t: _stripe(p, -t + 1, p.shape[-1] - t) * t, ["summed over the queries"]),
+    "summed over batch and queries": (
+        lambda p, t: _stripe(p, -t + 1, p.shape[-1] - t) * t * p.shape[0],
+        ["summed over the batch and the queries"],
+    ),
+    "max": (
+        lambda p, t: p[:, :, torch.arange(p.shape[-1] - t, p.shape[-1]), torch.arange(p.shape[-1] - t, p.shape[-1]) - t + 1].amax(
+            dim=(0, -1)
+        ),
+        ["largest attention", "max"],
+    ),
+    "argmax hits": (
+        lambda p, t: (p[:, :, -t:].argmax(-1) == torch.arange(p.shape[-1] - t, p.shape[-1]) - t + 1).float().mean(dim=(0, -1)),
+        ["argmax"],
+    ),
+    "float32 inside, float64 out": (lambda p, t: ind_solution(p.float(), t).to(p.dtype), ["precision problem"]),
     "list": (lambda p, t: ind_solution(p, t).tolist(), ["torch.Tensor", "list"]),
     "none": (lambda p, t: None, ["torch.Tensor", "NoneType"]),
 }
@@ -211,11 +290,28 @@ def ablate_cat(z, head, how="zero"):
     return torch.cat([z[:, :head], new, z[:, head + 1 :]], dim=1)
 
 
-def ablate_float32(z, head, how="zero"):
-    return ablate_solution(z.float(), head, how).to(z.dtype)
+def ablate_index_put(z, head, how="zero"):
+    out = z.clone()
+    value = torch.zeros_like(z[:, head]) if how == "zero" else z[:, head].mean(0).expand_as(z[:, head])
+    out[:, head] = value
+    return out
 
 
-@pytest.mark.parametrize("answer", [ref.ablate_head, ablate_solution, ablate_where, ablate_mask, ablate_cat, ablate_float32])
+def ablate_stack(z, head, how="zero"):
+    heads = []
+    for h in range(z.shape[1]):
+        if h != head:
+            heads.append(z[:, h])
+        elif how == "zero":
+            heads.append(z[:, h] * 0)
+        else:
+            heads.append(z[:, h].mean(0, keepdim=True).repeat(z.shape[0], 1, 1))
+    return torch.stack(heads, dim=1)
+
+
+@pytest.mark.parametrize(
+    "answer", [ref.ablate_head, ablate_solution, ablate_where, ablate_mask, ablate_cat, ablate_index_put, ablate_stack]
+)
 def test_ablate_right_answers(answer):
     assert check_ablate_head(answer) is True
 
@@ -229,6 +325,35 @@ def _with(z, head, value):
     out = z.clone()
     out[:, head] = value
     return out
+
+
+def _batch_axis(z, head, how):
+    out = z.clone()
+    out[head] = 0.0 if how == "zero" else z.mean(0)
+    return out
+
+
+def _keep_only(z, head, how):
+    out = torch.zeros_like(z) if how == "zero" else z.mean(0, keepdim=True).expand_as(z).clone()
+    out[:, head] = z[:, head]
+    return out
+
+
+def _mean_unfinished(z, head, how="zero"):  # partial work: the zero branch done, the mean branch still to do
+    out = z.clone()
+    if how == "zero":
+        out[:, head] = 0.0
+    else:
+        raise NotImplementedError
+    return out
+
+
+def _zero_unfinished(z, head, how="zero"):
+    if how == "mean":
+        out = z.clone()
+        out[:, head] = z[:, head].mean(0, keepdim=True)
+        return out
+    raise NotImplementedError
 
 
 ABLATE_WRONG = {
@@ -264,6 +389,17 @@ ABLATE_WRONG = {
     "in_place": (lambda z, h, how: z.index_fill_(1, torch.tensor([h]), 0.0), ["in place"]),
     "one_head_only": (lambda z, h, how: torch.zeros_like(z[:, h]), ["one head's results"]),
     "dtype": (lambda z, h, how: ablate_solution(z, h, how).double(), ["keep z's dtype"]),
+    "float32 inside, float64 out": (lambda z, h, how: ablate_solution(z.float(), h, how).to(z.dtype), ["precision problem"]),
+    "last axis": (lambda z, h, how: ablate_solution(z.movedim(-1, 1), h, how).movedim(1, -1), ["feature", "last axis"]),
+    "batch axis": (lambda z, h, how: _batch_axis(z, h, how), ["sequence", "axis 0", "z[:, head]"]),
+    "keeps only the head": (lambda z, h, how: _keep_only(z, h, how), ["kept only head"]),
+    "1-based head": (lambda z, h, how: ablate_solution(z, (h - 1) % z.shape[1], how), ["counts from 0", "- 1"]),
+    "subtracts the mean": (
+        lambda z, h, how: ablate_solution(z, h) if how == "zero" else _with(z, h, z[:, h] - z[:, h].mean(0, keepdim=True)),
+        ["subtracted", "replaces"],
+    ),
+    "mean branch unfinished": (_mean_unfinished, ["how='zero'", "how='mean'", "finish that branch", "mean over the batch"]),
+    "zero branch unfinished": (_zero_unfinished, ["how='mean'", "still raises NotImplementedError for how='zero'"]),
     "detached_wrong_sign": (lambda z, h, how: -ablate_solution(z, h, how), ["differs from the reference"]),
 }
 
@@ -272,3 +408,93 @@ ABLATE_WRONG = {
 def test_ablate_wrong_answers(name):
     answer, phrases = ABLATE_WRONG[name]
     assert_caught(check_ablate_head, answer, *phrases)
+
+
+# ---------------------------------------------------------------- the composed QK circuit
+
+
+def qk_solution(embed, w_q, w_k, w_v, w_o):  # the notebook's solution
+    queries = embed @ w_q.T  # (V, d_k)
+    keys = embed @ w_v.T @ w_o.T @ w_k.T  # (V, d_k)
+    return queries @ keys.T / math.sqrt(w_q.shape[0])
+
+
+def qk_bilinear(embed, w_q, w_k, w_v, w_o):  # W_QK first, then the product e_a^T W_QK W_OV e_b
+    w_qk = w_q.T @ w_k  # (d, d)
+    w_ov = w_o @ w_v  # (d, d)
+    return embed @ w_qk @ w_ov @ embed.T / w_q.shape[0] ** 0.5
+
+
+def qk_einsum(embed, w_q, w_k, w_v, w_o):
+    keys = torch.einsum("kd,de,ef,vf->vk", w_k, w_o, w_v, embed)  # (V, d_k)
+    return torch.einsum("qd,vd,wq->vw", w_q, embed, keys) / math.sqrt(w_q.shape[0])
+
+
+def qk_loop(embed, w_q, w_k, w_v, w_o):
+    vocab = embed.shape[0]
+    out = torch.zeros(vocab, vocab, dtype=embed.dtype)
+    for a in range(vocab):
+        for b in range(vocab):
+            out[a, b] = (w_q @ embed[a]) @ (w_k @ (w_o @ (w_v @ embed[b])))
+    return out / math.sqrt(w_q.shape[0])
+
+
+@pytest.mark.parametrize("answer", [ref.qk_circuit, qk_solution, qk_bilinear, qk_einsum, qk_loop])
+def test_qk_right_answers(answer):
+    assert check_qk_circuit(answer) is True
+
+
+def test_qk_not_attempted(capsys):
+    assert_not_attempted(check_qk_circuit, stub, capsys)
+    assert_not_attempted(check_qk_circuit, ..., capsys)
+
+
+def _scores(queries, keys, scale):
+    return queries @ keys.T / scale
+
+
+QK_WRONG = {
+    "no scale": (lambda e, q, k, v, o: (e @ q.T) @ (e @ v.T @ o.T @ k.T).T, ["sqrt(d_k)", "forgot"]),
+    "divided by d_k": (lambda e, q, k, v, o: _scores(e @ q.T, e @ v.T @ o.T @ k.T, q.shape[0]), ["divided by d_k"]),
+    "divided by sqrt(d_model)": (
+        lambda e, q, k, v, o: _scores(e @ q.T, e @ v.T @ o.T @ k.T, math.sqrt(q.shape[1])),
+        ["sqrt(d_model)"],
+    ),
+    "scale of the other head": (
+        lambda e, q, k, v, o: _scores(e @ q.T, e @ v.T @ o.T @ k.T, math.sqrt(v.shape[0])),
+        ["previous-token head's width"],
+    ),
+    "direct key": (lambda e, q, k, v, o: _scores(e @ q.T, e @ k.T, math.sqrt(q.shape[0])), ["directly", "w_v.T @ w_o.T"]),
+    "OV transposed": (
+        lambda e, q, k, v, o: _scores(e @ q.T, e @ o @ v @ k.T, math.sqrt(q.shape[0])),
+        ["transposed", "embed @ w_v.T @ w_o.T"],
+    ),
+    "Q-composition too": (
+        lambda e, q, k, v, o: _scores(e @ v.T @ o.T @ q.T, e @ v.T @ o.T @ k.T, math.sqrt(q.shape[0])),
+        ["queries go through the previous-token head too"],
+    ),
+    "OV on the query side": (
+        lambda e, q, k, v, o: _scores(e @ v.T @ o.T @ q.T, e @ k.T, math.sqrt(q.shape[0])),
+        ["instead of the key"],
+    ),
+    "transposed result": (lambda e, q, k, v, o: qk_solution(e, q, k, v, o).T, ["rows and columns are swapped"]),
+    "w_q and w_k swapped": (lambda e, q, k, v, o: _scores(e @ k.T, e @ v.T @ o.T @ q.T, math.sqrt(q.shape[0])), ["swapped"]),
+    "softmax": (lambda e, q, k, v, o: qk_solution(e, q, k, v, o).softmax(-1), ["softmax of each row"]),
+    "softmax over columns": (lambda e, q, k, v, o: qk_solution(e, q, k, v, o).softmax(0), ["softmax over each column"]),
+    "w_o forgotten": (lambda e, q, k, v, o: _scores(e @ q.T, e @ v.T @ k.T, 1.0), ["Follow the shapes", "w_v.T @ w_o.T"]),
+    "float32 inside": (
+        lambda e, q, k, v, o: qk_solution(e.float(), q.float(), k.float(), v.float(), o.float()).to(e.dtype),
+        ["precision problem"],
+    ),
+    "numpy": (lambda e, q, k, v, o: qk_solution(e, q, k, v, o).numpy(), ["torch.Tensor"]),
+    "a float32 scale": (  # torch.tensor(d_k) is float32: its square root enters the float64 scores rounded
+        lambda e, q, k, v, o: (e @ q.T) @ (e @ v.T @ o.T @ k.T).T / torch.tensor(float(q.shape[0])).sqrt(),
+        ["precision problem"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(QK_WRONG))
+def test_qk_wrong_answers(name):
+    answer, phrases = QK_WRONG[name]
+    assert_caught(check_qk_circuit, answer, *phrases)

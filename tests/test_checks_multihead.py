@@ -263,3 +263,23 @@ MERGE_RIGHT = {
 @pytest.mark.parametrize("name", MERGE_RIGHT)
 def test_merge_other_right_answers_pass(name):
     assert check_merge_heads(MERGE_RIGHT[name]) is True
+
+
+# ------------------------------------------------------------------ issue 36: partial work is an attempt, not "not attempted"
+
+
+def split_partial(x, num_heads):
+    if num_heads == 4:
+        raise NotImplementedError  # an unfinished branch; the rest is written
+    return helpers.attention.split_heads(x, num_heads)
+
+
+def merge_partial(x):
+    if x.shape[1] > 3:
+        raise NotImplementedError
+    return helpers.attention.merge_heads(x)
+
+
+@pytest.mark.parametrize("check, answer", [(check_split_heads, split_partial), (check_merge_heads, merge_partial)])
+def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
+    assert_caught(check, answer, "unfinished branch")

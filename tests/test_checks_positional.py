@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers.blocks
-from helpers.checks import check_layer_norm, check_positional_encoding
+from helpers.checks import check_batch_norm, check_layer_norm, check_positional_encoding, check_shift_matrix
 from tests.conftest import assert_caught, assert_not_attempted
 
 # ------------------------------------------------------------------ positional encoding
@@ -377,3 +377,251 @@ LN_RIGHT = {
 @pytest.mark.parametrize("name", LN_RIGHT)
 def test_layer_norm_other_right_answers_pass(name):
     assert check_layer_norm(LN_RIGHT[name]) is True
+
+
+# ------------------------------------------------------------------ exercise 5.3: the shift matrix M_k
+
+
+def omegas(d_model, dtype=torch.float64):
+    return 10000 ** (-torch.arange(0, d_model, 2, dtype=dtype) / d_model)  # (d_model/2,)
+
+
+def shift_blocks(pattern=lambda c, s: [[c, s], [-s, c]], angle=lambda k, w: k * w, freq=omegas, dtype=torch.float64):
+    """The block_diag answer, with one step replaceable."""
+
+    def fn(k, d_model):
+        w = freq(d_model)
+        blocks = [torch.tensor(pattern(math.cos(a), math.sin(a)), dtype=dtype) for a in angle(k, w).tolist()]
+        return torch.block_diag(*blocks)
+
+    return fn
+
+
+def shift_indexed(k, d_model):  # the notebook's answer: fill the four diagonals of the blocks by index
+    w = omegas(d_model)
+    idx = torch.arange(0, d_model, 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[idx, idx], M[idx, idx + 1] = torch.cos(k * w), torch.sin(k * w)
+    M[idx + 1, idx], M[idx + 1, idx + 1] = -torch.sin(k * w), torch.cos(k * w)
+    return M
+
+
+def shift_halves(k, d_model):
+    w, h = omegas(d_model), d_model // 2
+    i = torch.arange(h)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[i, i], M[i, i + h], M[i + h, i], M[i + h, i + h] = torch.cos(k * w), torch.sin(k * w), -torch.sin(k * w), torch.cos(k * w)
+    return M
+
+
+SHIFT_WRONG = {
+    "transposed": (shift_blocks(lambda c, s: [[c, -s], [s, c]]), ["transpose", "PE(p + k) to PE(p)"]),
+    "row_vector_form": (lambda k, d: shift_indexed(k, d).T, ["transpose", "row-vector form"]),
+    "cos_sin_swapped": (shift_blocks(lambda c, s: [[s, c], [-c, s]]), ["cos and sin are swapped"]),
+    "no_off_diagonal": (shift_blocks(lambda c, s: [[c, 0.0], [0.0, c]]), ["off-diagonal entries are missing"]),
+    "same_sign": (shift_blocks(lambda c, s: [[c, s], [s, c]]), ["same sign"]),
+    "k_ignored": (shift_blocks(angle=lambda k, w: w), ["shift k is not used"]),
+    "no_frequencies": (shift_blocks(angle=lambda k, w: k * torch.ones_like(w)), ["turns by k radians"]),
+    "exponent_without_2": (
+        shift_blocks(freq=lambda d: 10000 ** (-torch.arange(d // 2, dtype=torch.float64) / d)),
+        ["factor 2"],
+    ),
+    "feature_index_doubled": (
+        shift_blocks(freq=lambda d: 10000 ** (-2 * torch.arange(0, d, 2, dtype=torch.float64) / d)),
+        ["doubled twice"],
+    ),
+    "halves_layout": (shift_halves, ["i + d_model/2", "interleaved"]),
+    "degrees": (shift_blocks(angle=lambda k, w: k * w * math.pi / 180), ["degrees"]),
+    "identity": (lambda k, d: torch.eye(d, dtype=torch.float64), ["identity"]),
+    "blocks_stacked": (lambda k, d: torch.stack([torch.tensor([[1.0, 0.0], [0.0, 1.0]])] * (d // 2)), ["stacked", "block_diag"]),
+    "one_block": (lambda k, d: torch.eye(2), ["one 2 x 2 block"]),
+    "shifted_table": (
+        lambda k, d: helpers.blocks.sinusoidal_positional_encoding(10 + k, d)[k:],
+        ["table of encodings", "M_k @ PE(p)"],
+    ),
+    "integer_matrix": (lambda k, d: torch.eye(d, dtype=torch.long), ["dtype"]),
+    "float32_and_back": (lambda k, d: shift_indexed(k, d).float().double(), ["precision problem"]),
+    "one_pair_wrong": (
+        lambda k, d: shift_indexed(k, d).index_put_(
+            (torch.tensor([2]), torch.tensor([3])), torch.tensor(0.0, dtype=torch.float64)
+        ),
+        ["blocks of pairs [1]", "misses PE(p + k)"],
+    ),
+    "not_a_tensor": (lambda k, d: shift_indexed(k, d).tolist(), ["tensor"]),
+}
+
+
+def test_shift_reference_passes():
+    assert check_shift_matrix(helpers.blocks.shift_matrix) is True
+
+
+def test_shift_not_attempted(capsys):
+    def stub(k, d_model):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_shift_matrix, stub, capsys)
+    assert_not_attempted(check_shift_matrix, ..., capsys)
+
+
+@pytest.mark.parametrize("name", SHIFT_WRONG)
+def test_shift_wrong_answers_caught(name):
+    fn, phrases = SHIFT_WRONG[name]
+    message = assert_caught(check_shift_matrix, fn, *phrases)
+    if name not in ("one_pair_wrong",):
+        assert "differs from the reference in" not in message, message
+
+
+def shift_power(k, d_model):  # M_1 multiplied k times: M_k = M_1^k
+    return torch.linalg.matrix_power(shift_indexed(1, d_model), k)
+
+
+def shift_loops(k, d_model):
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / 10000 ** (2 * i / d_model)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
+    return M
+
+
+SHIFT_RIGHT = {
+    "indexed": shift_indexed,
+    "block_diag": shift_blocks(),
+    "loops": shift_loops,
+    "matrix_power_of_M_1": shift_power,
+    "float32": shift_blocks(dtype=torch.float32),
+    "exp_log": shift_blocks(freq=lambda d: torch.exp(-torch.arange(0, d, 2, dtype=torch.float64) * math.log(10000.0) / d)),
+}
+
+
+@pytest.mark.parametrize("name", SHIFT_RIGHT)
+def test_shift_other_right_answers_pass(name):
+    assert check_shift_matrix(SHIFT_RIGHT[name]) is True
+
+
+# ------------------------------------------------------------------ exercise 5.4: batch norm over (batch, tokens, features)
+
+
+def bn_axes(axes, unbiased=False):
+    def fn(x, eps=1e-5):
+        return (x - x.mean(axes, keepdim=True)) / torch.sqrt(x.var(axes, keepdim=True, unbiased=unbiased) + eps)
+
+    return fn
+
+
+def bn_module(train=True, transpose=True):
+    def fn(x, eps=1e-5):
+        module = torch.nn.BatchNorm1d(x.shape[-1], affine=False, eps=eps, dtype=x.dtype).train(train)
+        return module(x.transpose(1, 2)).transpose(1, 2) if transpose else module(x.transpose(1, 2))
+
+    return fn
+
+
+def _m01(x):
+    return x.mean((0, 1), keepdim=True)
+
+
+def _v01(x):
+    return x.var((0, 1), keepdim=True, unbiased=False)
+
+
+BN_WRONG = {
+    "layer_norm": (bn_axes(-1), ["that is layer norm"]),
+    "batch_only": (bn_axes(0), ["batch only"]),
+    "tokens_only": (bn_axes(1), ["tokens only"]),
+    "no_transpose": (bn_axes((0, 2)), ["axes 0 and 2", "transpose"]),
+    "whole_tensor": (bn_axes((0, 1, 2)), ["whole tensor"]),
+    "unbiased": (bn_axes((0, 1), unbiased=True), ["unbiased"]),
+    "eps_outside": (lambda x, eps=1e-5: (x - _m01(x)) / (_v01(x).sqrt() + eps), ["outside the square root"]),
+    "no_eps": (lambda x, eps=1e-5: (x - _m01(x)) / _v01(x).sqrt(), ["eps is missing"]),
+    "divided_by_variance": (lambda x, eps=1e-5: (x - _m01(x)) / (_v01(x) + eps), ["divided by the variance"]),
+    "no_mean": (lambda x, eps=1e-5: x / torch.sqrt(_v01(x) + eps), ["mean is not subtracted"]),
+    "eval_mode": (bn_module(train=False), ["eval mode", "training mode"]),
+    "left_in_module_layout": (bn_module(transpose=False), ["(batch, features, tokens)", "transpose the result back"]),
+    "returns_the_mean": (lambda x, eps=1e-5: x.mean((0, 1)), ["one number per feature"]),
+    "eps_ignored": (lambda x, eps=1e-5: helpers.blocks.batch_norm(x), ["`eps` argument is ignored"]),
+    "module_without_transpose": (
+        lambda x, eps=1e-5: torch.nn.BatchNorm1d(x.shape[-1], affine=False, dtype=x.dtype)(x),
+        ["nn.BatchNorm1d(C) wants the features on axis 1"],
+    ),
+    "float32_and_back": (lambda x, eps=1e-5: helpers.blocks.batch_norm(x.float(), eps).to(x.dtype), ["precision problem"]),
+    "in_place": (lambda x, eps=1e-5: x.sub_(_m01(x)).div_(torch.sqrt(_v01(x) + eps)), ["in place"]),
+}
+
+
+def test_batch_norm_reference_passes():
+    assert check_batch_norm(helpers.blocks.batch_norm) is True
+
+
+def test_batch_norm_not_attempted(capsys):
+    def stub(x, eps=1e-5):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_batch_norm, stub, capsys)
+    assert_not_attempted(check_batch_norm, ..., capsys)
+
+
+@pytest.mark.parametrize("name", BN_WRONG)
+def test_batch_norm_wrong_answers_caught(name):
+    fn, phrases = BN_WRONG[name]
+    message = assert_caught(check_batch_norm, fn, *phrases)
+    assert "differs from the reference in" not in message, message
+
+
+BN_RIGHT = {
+    "module_in_training_mode": bn_module(),
+    "functional": lambda x, eps=1e-5: F.batch_norm(x.transpose(1, 2), None, None, training=True, eps=eps).transpose(1, 2),
+    "flattened_tokens": lambda x, eps=1e-5: (
+        lambda f: ((f - f.mean(0)) / torch.sqrt(f.var(0, unbiased=False) + eps)).reshape(x.shape)
+    )(x.flatten(0, 1)),
+    "var_mean": lambda x, eps=1e-5: (lambda vm: (x - vm[1]) * torch.rsqrt(vm[0] + eps))(
+        torch.var_mean(x, dim=(0, 1), keepdim=True, correction=0)
+    ),
+    "E[x^2] - E[x]^2": lambda x, eps=1e-5: (x - _m01(x)) / torch.sqrt((x**2).mean((0, 1), keepdim=True) - _m01(x) ** 2 + eps),
+}
+
+
+@pytest.mark.parametrize("name", BN_RIGHT)
+def test_batch_norm_other_right_answers_pass(name):
+    assert check_batch_norm(BN_RIGHT[name]) is True
+
+
+# ------------------------------------------------------------------ issue 36: partial work is an attempt, not "not attempted"
+
+
+def pe_partial(max_len, d_model):
+    if d_model % 4:
+        raise NotImplementedError  # an unfinished branch; the rest is written
+    return helpers.blocks.sinusoidal_positional_encoding(max_len, d_model)
+
+
+def shift_partial(k, d_model):
+    if k > 3:
+        raise NotImplementedError
+    return helpers.blocks.shift_matrix(k, d_model)
+
+
+def ln_partial(x, gamma, beta, eps=1e-5):
+    if x.dim() != 3:
+        raise NotImplementedError
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def bn_partial(x, eps=1e-5):
+    if eps != 1e-5:
+        raise NotImplementedError
+    return helpers.blocks.batch_norm(x, eps)
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (check_positional_encoding, pe_partial),
+        (check_shift_matrix, shift_partial),
+        (check_layer_norm, ln_partial),
+        (check_batch_norm, bn_partial),
+    ],
+    ids=["pe", "shift", "layer_norm", "batch_norm"],
+)
+def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
+    assert_caught(check, answer, "unfinished branch")

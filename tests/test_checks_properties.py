@@ -372,3 +372,255 @@ def test_conv_other_right_answers_pass():
     assert check_conv_head_weights(lambda conv: (conv.weight.detach().T, conv.bias.detach())) is True  # .T reverses all axes
     assert check_conv_head_weights(lambda conv: (conv.weight.transpose(0, 2), conv.bias)) is True  # parameters, not detached
     assert check_conv_head_weights(lambda conv: (conv.weight.detach().permute(2, 1, 0), conv.bias.detach()[None])) is True
+
+
+# ---------------------------------------------------------------- attention with an inverse temperature (issue 34)
+
+import torch.nn.functional as F  # noqa: E402
+
+from helpers.attention import softargmax_attention, softmax_backward  # noqa: E402
+from helpers.checks import check_attend, check_softmax_backward  # noqa: E402
+
+
+def test_attend_reference_passes():
+    assert check_attend(softargmax_attention) is True
+
+
+def test_attend_stub_is_not_attempted(capsys):
+    def stub(beta, K, V, Q):
+        """H = V softargmax_beta(K^T Q)."""
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_attend, stub, capsys)
+    assert_not_attempted(check_attend, ..., capsys)
+
+
+def _attend(weights_of, H_of=None, out=None):
+    """An attend built from a weights rule ``weights_of(beta, S, K, Q)`` (S = K^T Q) and an H rule."""
+
+    def attend(beta, K, V, Q):
+        S = K.mT @ Q  # (..., m, n)
+        w = weights_of(beta, S, K, Q)
+        H = V @ w if H_of is None else H_of(V, w)
+        return (H, w) if out is None else out(H, w)
+
+    return attend
+
+
+def _stable_over_keys(beta, S, K, Q):
+    e = torch.exp(beta * S - (beta * S).amax(-2, keepdim=True))
+    return e / e.sum(-2, keepdim=True)
+
+
+ATTEND_MISTAKES = {
+    "softmax over the queries": (_attend(lambda b, S, K, Q: torch.softmax(b * S, -1)), ["over the queries", "dim=-2"]),
+    "beta ignored": (_attend(lambda b, S, K, Q: torch.softmax(S, -2)), ["beta is ignored"]),
+    "divided by beta": (_attend(lambda b, S, K, Q: torch.softmax(S / b, -2)), ["divided by beta", "multiplies"]),
+    "beta and 1/sqrt(d) both": (
+        _attend(lambda b, S, K, Q: torch.softmax(b * S / math.sqrt(K.shape[-2]), -2)),
+        ["scaled twice"],
+    ),
+    "1/sqrt(d) instead of beta": (
+        _attend(lambda b, S, K, Q: torch.softmax(S / math.sqrt(K.shape[-2]), -2)),
+        ["instead of multiplied by beta"],
+    ),
+    "minus beta": (_attend(lambda b, S, K, Q: torch.softmax(-b * S, -2)), ["sign of beta"]),
+    "whole matrix normalised": (
+        _attend(lambda b, S, K, Q: torch.exp(b * S) / torch.exp(b * S).sum(dim=(-2, -1), keepdim=True)),
+        ["whole matrix at once"],
+    ),
+    "no softmax": (_attend(lambda b, S, K, Q: b * S), ["there is no softmax"]),
+    "exps not normalised": (_attend(lambda b, S, K, Q: torch.exp(b * S)), ["not normalised"]),
+    "no exponential": (_attend(lambda b, S, K, Q: (b * S) / (b * S).sum(-2, keepdim=True)), ["exponential is missing"]),
+    "maximum over the queries": (
+        _attend(
+            lambda b, S, K, Q: (
+                torch.exp(b * S - (b * S).amax(-1, keepdim=True))
+                / torch.exp(b * S - (b * S).amax(-1, keepdim=True)).sum(-2, keepdim=True)
+            )
+        ),
+        ["maximum subtracted before exp is taken over the queries"],
+    ),
+    "naive exp overflows": (
+        _attend(lambda b, S, K, Q: torch.exp(b * S) / torch.exp(b * S).sum(-2, keepdim=True)),
+        ["exp overflowed"],
+    ),
+    "softmax over axis 0": (_attend(lambda b, S, K, Q: torch.softmax(b * S, 0)), ["batch axis", "dim=-2"]),
+    "weights in the rows layout": (
+        _attend(lambda b, S, K, Q: torch.softmax(b * S, -2), out=lambda H, w: (H, w.mT)),
+        ["queries by keys", "right numbers, transposed"],
+    ),
+    "H in the rows layout": (
+        _attend(lambda b, S, K, Q: torch.softmax(b * S, -2), out=lambda H, w: (H.mT, w)),
+        ["one row per query", "H = V @ weights"],
+    ),
+    "(weights, H)": (_attend(lambda b, S, K, Q: torch.softmax(b * S, -2), out=lambda H, w: (w, H)), ["swapped"]),
+    "H only": (_attend(lambda b, S, K, Q: torch.softmax(b * S, -2), out=lambda H, w: H), ["pair (H, weights)"]),
+    "sum of the values": (
+        _attend(
+            lambda b, S, K, Q: torch.softmax(b * S, -2),
+            H_of=lambda V, w: V.sum(-1, keepdim=True).expand(*V.shape[:-1], w.shape[-1]),
+        ),
+        ["sum of the values"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTEND_MISTAKES))
+def test_attend_mistakes_are_named(name):
+    fn, phrases = ATTEND_MISTAKES[name]
+    assert_caught(check_attend, fn, *phrases)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_attend_batched_dot_T_is_named():
+    def with_dot_T(beta, K, V, Q):
+        weights = torch.softmax(beta * (K.T @ Q), dim=-2)
+        return V @ weights, weights
+
+    assert_caught(check_attend, with_dot_T, "K.mT")
+
+
+def test_attend_unfinished_branch_is_not_called_not_attempted():
+    def partial(beta, K, V, Q):
+        if beta == 0:
+            raise NotImplementedError
+        weights = torch.softmax(beta * (K.mT @ Q), dim=-2)
+        return V @ weights, weights
+
+    assert_caught(check_attend, partial, "unfinished branch", "beta = 0")
+
+
+def test_attend_float64_computed_in_float32_is_a_precision_problem():
+    def via_float32(beta, K, V, Q):
+        weights = torch.softmax(beta * (K.mT.float() @ Q.float()), dim=-2).to(K.dtype)
+        return V @ weights, weights
+
+    def float32_beta(beta, K, V, Q):  # torch.tensor(beta) is float32: 0.7 becomes 0.699999988
+        weights = torch.softmax(torch.tensor(beta) * (K.mT @ Q), dim=-2)
+        return V @ weights, weights
+
+    assert_caught(check_attend, via_float32, "precision problem")
+    assert_caught(check_attend, float32_beta, "precision problem", "torch.tensor(...)")
+
+
+def test_attend_other_right_answers_pass():
+    def einsum(beta, K, V, Q):
+        w = torch.softmax(beta * torch.einsum("...dm,...dn->...mn", K, Q), dim=-2)
+        return torch.einsum("...vm,...mn->...vn", V, w), w
+
+    def rows_and_back(beta, K, V, Q):
+        w_rows = torch.softmax(beta * Q.transpose(-2, -1) @ K, dim=-1)  # (..., n, m)
+        return (w_rows @ V.transpose(-2, -1)).transpose(-2, -1), w_rows.transpose(-2, -1)
+
+    def loop_over_queries(beta, K, V, Q):
+        columns = [torch.softmax(beta * (K.mT @ Q[..., i : i + 1]), dim=-2) for i in range(Q.shape[-1])]
+        w = torch.cat(columns, dim=-1)
+        return V @ w, w
+
+    def logsumexp(beta, K, V, Q):
+        s = beta * (K.transpose(-2, -1) @ Q)
+        w = torch.exp(s - torch.logsumexp(s, dim=-2, keepdim=True))
+        return V @ w, w
+
+    def sdpa(beta, K, V, Q):
+        w = F.softmax(beta * K.mT @ Q, dim=-2)
+        return F.scaled_dot_product_attention(Q.mT, K.mT, V.mT, scale=beta).mT, w
+
+    def tensor_beta(beta, K, V, Q):
+        w = (torch.tensor(beta, dtype=K.dtype) * (K.mT @ Q)).softmax(dim=-2)
+        return V @ w, w
+
+    for fn in (einsum, rows_and_back, loop_over_queries, logsumexp, _attend(_stable_over_keys), sdpa, tensor_beta):
+        assert check_attend(fn) is True, fn.__name__
+
+
+# ---------------------------------------------------------------- the gradient through softmax (issue 34)
+
+
+def test_softmax_backward_reference_passes_and_matches_autograd():
+    assert check_softmax_backward(softmax_backward) is True
+    z = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 5, dtype=torch.float64)
+    (expected,) = torch.autograd.grad(torch.softmax(z, -1), z, g)
+    torch.testing.assert_close(softmax_backward(torch.softmax(z, -1).detach(), g), expected, atol=1e-14, rtol=0)
+
+
+def test_softmax_backward_stub_is_not_attempted(capsys):
+    def stub(a, g):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_softmax_backward, stub, capsys)
+
+
+GRAD_MISTAKES = {
+    "a * g": (lambda a, g: a * g, ["only the diagonal part", "- a (a . g) is missing"]),
+    "a (1 - a) g": (lambda a, g: a * (1 - a) * g, ["a_j (1 - a_j)", "off-diagonal"]),
+    "sign flipped": (lambda a, g: a * ((a * g).sum(-1, keepdim=True) - g), ["sign is flipped"]),
+    "- a a^T g only": (lambda a, g: -a * (a * g).sum(-1, keepdim=True), ["diagonal term is missing"]),
+    "plain sum of g": (lambda a, g: a * (g - g.sum(-1, keepdim=True)), ["plain sum of g"]),
+    "mean": (lambda a, g: a * (g - (a * g).mean(-1, keepdim=True)), ["not a mean"]),
+    "not multiplied by a": (lambda a, g: g - (a * g).sum(-1, keepdim=True), ["not multiplied by a"]),
+    "g itself": (lambda a, g: g, ["that is g itself"]),
+    "whole-tensor sum": (lambda a, g: a * (g - (a * g).sum()), ["summed over the whole tensor"]),
+    "axis-0 sum": (lambda a, g: a * (g - (a * g).sum(0, keepdim=True)), ["summed over axis 0"]),
+    "keepdim missing": (lambda a, g: a * (g - (a * g).sum(-1)), ["keepdim=True"]),
+    "the Jacobian": (lambda a, g: torch.diag_embed(a) - a[..., :, None] * a[..., None, :], ["Jacobian", "apply it to g"]),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_MISTAKES))
+def test_softmax_backward_mistakes_are_named(name):
+    fn, phrases = GRAD_MISTAKES[name]
+    assert_caught(check_softmax_backward, fn, *phrases)
+
+
+def test_softmax_backward_unfinished_branch_and_precision_are_named():
+    def partial(a, g):
+        if a.dim() == 1:
+            raise NotImplementedError
+        return a * (g - (a * g).sum(-1, keepdim=True))
+
+    assert_caught(check_softmax_backward, partial, "unfinished branch", "shape (5,)")
+
+    def float32_buffer(a, g):
+        dot = torch.zeros(*a.shape[:-1], 1)  # float32, whatever a is
+        dot += (a * g).sum(-1, keepdim=True)
+        return a * (g - dot)
+
+    assert_caught(check_softmax_backward, float32_buffer, "precision problem", "dtype=x.dtype")
+
+
+def test_softmax_backward_other_right_answers_pass():
+    def jacobian(a, g):
+        J = torch.diag_embed(a) - a.unsqueeze(-1) * a.unsqueeze(-2)  # (..., m, m)
+        return (J @ g.unsqueeze(-1)).squeeze(-1)
+
+    def einsum(a, g):
+        return a * g - a * torch.einsum("...m,...m->...", a, g)[..., None]
+
+    def autograd(a, g):
+        z = a.log().detach().requires_grad_(True)
+        return torch.autograd.grad(torch.softmax(z, -1), z, g)[0]
+
+    def unsqueeze(a, g):
+        return a * (g - (a * g).sum(-1).unsqueeze(-1))
+
+    for fn in (jacobian, einsum, autograd, unsqueeze):
+        assert check_softmax_backward(fn) is True, fn.__name__
+
+
+def test_unfinished_branches_of_the_older_exercises_are_named():
+    def beta(scores, eps=0.01):
+        best, second = scores.topk(2).values.tolist()
+        if best == second:
+            raise NotImplementedError  # the tie, left for later
+        return math.log((len(scores) - 1) / eps) / (best - second)
+
+    def conv(conv):
+        if conv.kernel_size[0] == 1:
+            raise NotImplementedError
+        return conv.weight.detach().permute(2, 1, 0), conv.bias.detach()
+
+    assert_caught(check_hard_attention_beta, beta, "unfinished branch", "tie")
+    assert_caught(check_conv_head_weights, conv, "unfinished branch", "kernel_size=1")

@@ -143,7 +143,9 @@ def test_column_layout_mistakes(answers, phrases):
 
 def test_attention_column_layout(capsys):
     assert check_attention_column_layout(reference_attention_column_layout) is True
-    assert check_attention_column_layout(_col_attn("float32")) is True  # float32 rounding is not a mistake
+    assert check_attention_column_layout(_col_attn("float32 result")) is True  # a float32 answer, judged at float32 precision
+    # a float64 answer computed in float32 is named as the precision problem it is (one dtype rule, issue 36)
+    assert_caught(check_attention_column_layout, _col_attn("float32"), "precision problem", "dtype=x.dtype")
 
     def stub(X, W_q, W_k, W_v):
         raise NotImplementedError
@@ -179,6 +181,8 @@ def _col_attn(mistake):
             return V @ torch.softmax(K.T @ Q / math.sqrt(V.shape[0]), dim=0)
         if mistake == "float32":
             return (V.float() @ torch.softmax(K.T.float() @ Q.float() / math.sqrt(d_k), dim=0)).double()
+        if mistake == "float32 result":
+            return V.float() @ torch.softmax(K.T.float() @ Q.float() / math.sqrt(d_k), dim=0)
         if mistake == "attn_matrix":
             return Q @ K.T
         if mistake == "scaled_by_100":
@@ -589,3 +593,67 @@ def test_row_layout_shapes_from_tensors_pass():
     X, Z = torch.zeros(3, 8), torch.zeros(4, 8)
     Q, K, V = X @ torch.zeros(8, 5), Z @ torch.zeros(8, 5), Z @ torch.zeros(8, 6)
     assert check_row_layout_shapes(Q.shape, K.shape, list(V.shape), (Q @ K.T).shape, (Q @ K.T @ V).shape) is True
+
+
+# ------------------------------------------------------------------ issues 34 and 36: more classes named, more right answers
+
+
+@pytest.mark.parametrize(
+    "slot, wrong, phrase",
+    [(3, (5, 4), "K^T alone"), (2, (3, 4), "shape of the scores and the weights"), (4, (4, 3), "weights transposed")],
+)
+def test_row_layout_more_shapes_are_named(slot, wrong, phrase):
+    answers = [(3, 5), (4, 5), (4, 6), (3, 4), (3, 6)]
+    answers[slot] = wrong
+    assert_caught(lambda a: check_row_layout_shapes(*a), answers, phrase)
+
+
+@pytest.mark.parametrize("slot, wrong, phrase", [(0, (5, 4), "that is K's shape"), (1, (4, 6), "V transposed")])
+def test_numerator_layout_more_shapes_are_named(slot, wrong, phrase):
+    answers = [(4, 3), (6, 3), 1 / math.sqrt(5)]
+    answers[slot] = wrong
+    assert_caught(lambda a: check_numerator_layout(*a), answers, phrase)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrase",
+    [
+        (lambda d, h, bias=True: 5 * d * d + (5 * d if bias else 0), "five d_model x d_model matrices"),
+        (lambda d, h, bias=True: 4 * d * d + (8 * d if bias else 0), "each bias was counted twice"),
+    ],
+)
+def test_mha_parameter_count_more_mistakes_are_named(wrong, phrase):
+    assert_caught(check_mha_parameter_count, wrong, phrase)
+
+
+def test_unfinished_branches_are_not_called_not_attempted():
+    def count(d_model, num_heads, bias=True):
+        if not bias:
+            raise NotImplementedError
+        return 4 * d_model * d_model + 4 * d_model
+
+    def column(X, W_q, W_k, W_v):
+        if X.dtype == torch.float32:
+            raise NotImplementedError
+        return reference_attention_column_layout(X, W_q, W_k, W_v)
+
+    assert_caught(check_mha_parameter_count, count, "unfinished branch", "bias=False")
+    assert_caught(check_attention_column_layout, column, "unfinished branch", "float32")
+
+
+def test_more_right_answers_pass():
+    def rows_then_back(X, W_q, W_k, W_v):
+        Q, K, V = (W @ X for W in (W_q, W_k, W_v))
+        return (torch.softmax(Q.T @ K / math.sqrt(Q.shape[0]), dim=-1) @ V.T).T
+
+    def x_t_times_w_t(X, W_q, W_k, W_v):
+        Qr, Kr, Vr = (X.T @ W.T for W in (W_q, W_k, W_v))  # rows layout
+        return (F.scaled_dot_product_attention(Qr, Kr, Vr)).T
+
+    assert check_attention_column_layout(rows_then_back) is True
+    assert check_attention_column_layout(x_t_times_w_t) is True
+    assert check_mha_parameter_count(
+        lambda d, h, bias=True: sum(p.numel() for p in nn.MultiheadAttention(d, h, bias=bias).parameters())
+    )
+    assert check_mha_parameter_count(lambda d, h, bias=True: torch.tensor(4 * d * d + (4 * d if bias else 0)))
+    assert check_mha_parameter_count(lambda d, h, bias=True: h * 3 * d * (d // h) + d * d + (4 * d if bias else 0))

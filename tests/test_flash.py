@@ -125,3 +125,82 @@ def test_flash_backward_with_different_query_and_key_lengths():
     ours = torch.autograd.grad(flash_attention(q, k, v, 4, 5), (q, k, v), dout)
     for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_flash_block_is_one_query_block_of_flash_forward():
+    from helpers.scale.flash import flash_block
+
+    q, k, v = (
+        torch.randn(2, 9, 5, dtype=torch.float64),
+        torch.randn(2, 13, 5, dtype=torch.float64),
+        torch.randn(2, 13, 3, dtype=torch.float64),
+    )
+    out, lse = flash_block(q[:, 4:8], k, v, 4)
+    full_out, full_lse = attention_with_lse(q, k, v)
+    torch.testing.assert_close(out, full_out[:, 4:8], atol=1e-12, rtol=0)
+    torch.testing.assert_close(lse, full_lse[:, 4:8], atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="block"):
+        flash_block(q, k, v, 0)
+
+
+def test_causal_tile_mask_skips_masks_and_keeps_whole():
+    from helpers.scale.flash import causal_tile_mask
+
+    assert causal_tile_mask(4, 8, 8, 11) is None  # every key after every query
+    assert causal_tile_mask(8, 12, 9, 12).tolist() == [[False] * 3, [True, False, False], [True, True, False], [True] * 3]
+    assert bool(causal_tile_mask(8, 12, 0, 8).all())  # wholly below: all True
+
+
+def test_a_tile_mask_function_drives_the_causal_loop():
+    """flash_forward(causal=True, tile_mask=fn) asks fn about the tiles that reach the diagonal, and skips on None."""
+    from helpers.scale.flash import causal_tile_mask
+
+    asked = []
+
+    def recording(i0, i1, j0, j1):
+        asked.append((i0, j0))
+        return causal_tile_mask(i0, i1, j0, j1)
+
+    q, k, v = (torch.randn(13, 4, dtype=torch.float64) for _ in range(3))
+    out, _ = flash_forward(q, k, v, 4, 3, causal=True, tile_mask=recording)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-12, rtol=0)
+    assert all(j0 + 3 - 1 > i0 for i0, j0 in asked)  # never asked about a tile wholly below the diagonal
+    assert (8, 12) in asked  # the first key block past the diagonal: None, the loop stops there
+
+
+def test_tile_update_and_tile_backward_match_their_formulas():
+    from helpers.scale.flash import tile_backward, tile_update
+
+    s, v = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    m, total, acc = (
+        torch.full((3, 1), -math.inf, dtype=torch.float64),
+        torch.zeros(3, 1, dtype=torch.float64),
+        torch.zeros(3, 2, dtype=torch.float64),
+    )
+    m, total, acc = tile_update(m, total, acc, s, v)
+    torch.testing.assert_close(acc / total, torch.softmax(s, -1) @ v, atol=1e-12, rtol=0)
+    q, k = torch.randn(5, 4, dtype=torch.float64, requires_grad=True), torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    vv = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    dout = torch.randn(5, 3, dtype=torch.float64)
+    out, lse = attention_with_lse(q, k, vv)
+    grads = tile_backward(q.detach(), k.detach(), vv.detach(), dout, lse.detach(), (dout * out.detach()).sum(-1))
+    for ours, theirs in zip(grads, torch.autograd.grad(out, (q, k, vv), dout), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=0)
+
+
+def test_flash_backward_runs_a_tile_function_it_is_given():
+    from helpers.scale.flash import tile_backward
+
+    calls = []
+
+    def counting(*args):
+        calls.append(1)
+        return tile_backward(*args)
+
+    q, k, v = (torch.randn(9, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dout = torch.randn(9, 4, dtype=torch.float64)
+    ours = torch.autograd.grad(flash_attention(q, k, v, 4, 3, True, counting), (q, k, v), dout)
+    theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), dout)
+    assert len(calls) == tile_counts(9, 9, 4, 3, causal=True)[0]
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

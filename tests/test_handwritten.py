@@ -118,6 +118,28 @@ def test_a_wrong_model_is_counted_and_its_margin_is_negative():
 # ---------------------------------------------------------------- the table, the leak, the scale bound
 
 
+def test_the_count_table_is_its_steps_then_its_one_hot():
+    whole, parts = H.hand_block().ff, H.hand_block().ff
+    H.write_count_table(whole)
+    H.count_table(H.write_steps, H.write_one_hot)(parts)
+    for a, b in zip(whole.parameters(), parts.parameters(), strict=True):
+        assert torch.equal(a, b)
+    steps_only = H.hand_block().ff
+    H.write_steps(steps_only)
+    assert not steps_only.linear2.weight.any() and steps_only.linear1.weight.any()
+
+
+def test_describe_rows_names_the_slots():
+    block = H.hand_block()
+    H.write_reverse_selector(block.self_attn)
+    c = H.SCALE * math.sqrt(block.self_attn.d_k)
+    assert H.describe_rows(block.self_attn.w_q.weight, H.LAYOUT, c, "c") == ["row 0 = c (12 one - 2 pos)", "row 1 = -c one"]
+    assert H.describe_rows(block.self_attn.w_k.weight) == ["row 0 = pos", "row 1 = pos²"]
+    block = H.hand_block()
+    H.write_same_token_selector(block.self_attn)
+    assert H.describe_rows(block.self_attn.w_k.weight) == ["rows 0-9 = tok 0 .. tok 9, one each", "row 10 = bos"]
+
+
 def test_table_values_and_thresholds():
     assert H.table_values().tolist() == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4, 1 / 5, 1 / 6])
     assert H.table_thresholds().tolist() == pytest.approx([0.75, 5 / 12, 7 / 24, 9 / 40, 11 / 60])
@@ -182,6 +204,10 @@ def test_fine_tune_records_history_and_is_capped_in_smoke_runs(monkeypatch):
     history = E.fine_tune(model, tokens, H.sort_of, steps=6, lr=1e-4, eval_every=3)
     assert history["step"] == [0, 3, 6] and len(history["loss"]) == 6
     assert history["correct"][0] == len(tokens) and history["domain_loss"][0] == pytest.approx(1.4612, abs=1e-4)
+    sgd = E.fine_tune(H.build_sort(), tokens, H.sort_of, steps=3, lr=1e-3, eval_every=3, optimizer="sgd")
+    assert sgd["step"] == [0, 3] and sgd["correct"][0] == len(tokens)
+    with pytest.raises(ValueError, match="optimizer"):
+        E.fine_tune(H.build_sort(), tokens, H.sort_of, steps=3, optimizer="rmsprop")
     monkeypatch.setenv("COURSE_SMOKE_TEST", "1")
     history = E.fine_tune(H.build_sort(), tokens, H.sort_of, steps=200, eval_every=50)
     assert history["step"] == [0, 4] and len(history["loss"]) == 4

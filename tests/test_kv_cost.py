@@ -66,3 +66,12 @@ def test_measured_cache_of_notebook_11s_model_equals_the_formula(context):
 def test_cache_bytes_of_refuses_the_2017_model():
     with pytest.raises(ValueError, match="2025"):
         cache_bytes_of(DecoderLM(vocab_size=10, d_model=16, num_heads=2, style="2017"), 4)
+
+
+def test_every_published_model_states_its_context_and_gpt3s_cache_at_2048_is_9_gib():
+    """GPT-3's context is 2,048 tokens (Brown et al. 2020): its dense cache there is 9 GiB, not 18 GiB at 4,096."""
+    assert all(config.context for config in PUBLISHED.values())
+    gpt3 = PUBLISHED["GPT-3 175B"]
+    assert gpt3.context == 2048 and gpt3.cache_bytes(gpt3.context) == 9 * 2**30
+    assert "sparse" in gpt3.source
+    assert PUBLISHED["DeepSeek-V2"].cache_bytes(PUBLISHED["DeepSeek-V2"].context) == 60 * 576 * 2 * 131072

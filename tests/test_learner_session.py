@@ -22,9 +22,9 @@ STUB = 'raise NotImplementedError("Exercise: replace this line with your code")'
 # A typical mistake in exercise 6.1: the post-LN block without its residual connections.
 WRONG_ANSWER = """h = block.norm1(block.self_attn(x, x, x, mask)[0])
     return block.norm2(block.ff(h))"""
-# The bound of one claim about 06's training run, made unreachable (the measured loss is about 0.55 to 0.6).
-CLAIM = 'claim_at_most("pre-LN, mean loss over steps 81-100", last["pre-LN"], 1.0'
-MISSED = 'claim_at_most("pre-LN, mean loss over steps 81-100", last["pre-LN"], 0.001'
+# The bound of one claim about 06's training run, made unreachable (benchmarks/results/06_transformer_blocks.md).
+CLAIM = 'claim_at_most("pre-LN, mean loss over the last 12 steps", pre, 1.6'
+MISSED = 'claim_at_most("pre-LN, mean loss over the last 12 steps", pre, 0.001'
 
 
 def _text(cell) -> str:
@@ -71,19 +71,20 @@ def test_the_wrong_answer_is_shown_with_its_mistake_and_the_reference_takes_over
     stderr = "".join(o.get("text", "") for o in check.outputs if o.get("name") == "stderr")
     assert "❌ ExerciseFailed" in stderr and "encoder block forward" in stderr, stderr
     assert "residual" in stderr.lower(), stderr  # the mistake is named
-    assert "use the reference `helpers.blocks.EncoderBlock.forward` until your answer passes" in _text(check)
+    assert "The cells below use the course's `helpers.blocks.EncoderBlock.forward` until yours passes." in stderr
 
 
 def test_the_missed_training_claim_prints_a_notice_and_the_notebook_goes_on(ran):
     _, _, claim_cell = ran
     text = _text(claim_cell)
-    assert "⚠ training claim not met on this run: pre-LN, mean loss over steps 81-100 is at most 0.001." in text, text
+    assert "⚠ training claim not met on this run: pre-LN, mean loss over the last 12 steps is at most 0.001." in text, text
     assert "This run: measured" in text and "the notebook goes on" in text
-    assert text.count("✔ ") == 5  # the other claims of the cell still ran
+    # the other claims of the cell still ran and held (a group that missed prints its notices, not its sentence)
+    assert text.count("⚠ ") == 1 and "✔ " not in text, text
 
 
 def test_the_summary_lists_the_wrong_exercise(ran):
     nb, *_ = ran
     summary = _text(nb.cells[-1])
-    assert summary.startswith("Exercises: 0 of 3 correct, 1 wrong, 2 not attempted."), summary
+    assert summary.startswith("Exercises: 0 of 4 correct, 1 wrong, 3 not attempted."), summary
     assert "❌ encoder block forward (post-LN): wrong:" in summary

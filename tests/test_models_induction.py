@@ -8,19 +8,26 @@ import pytest
 import torch
 
 from helpers.attention import merge_heads, scaled_dot_product_attention, split_heads
-from helpers.data.induction import held_out_set, repeated_tokens
+from helpers.data.induction import held_out_set, repeated_half_mask, repeated_tokens
 from helpers.models.induction import (
     AttentionOnlyLM,
     ablate_head,
+    composition_baseline,
     composition_scores,
+    copying_score,
+    direct_logit_attribution,
     duplicate_token_score,
     head_ablation_losses,
+    head_weights,
+    induction_qk_circuit,
     induction_score,
     lm_patterns,
+    ov_circuit,
     path_patching_losses,
     per_position_loss,
     phase_change,
     prev_token_score,
+    qk_circuit,
     repeated_half_loss,
     train_induction,
 )
@@ -156,6 +163,62 @@ def test_composition_scores_are_bounded():
         assert scores.shape == (2, 2) and (scores >= 0).all() and (scores <= 1 + 1e-12).all()
 
 
+def test_composition_baseline_is_what_random_matrices_score():
+    baseline = composition_baseline(32, 16, 32, samples=50)
+    assert 0.1 < baseline < 0.3  # about 1 / sqrt(32) for full-rank products
+    assert composition_baseline(32, 16, 32, samples=50) == baseline  # seeded
+
+
+def test_head_weights_are_the_heads_slices():
+    model = model64(heads=(2, 1))
+    w = head_weights(model, 0, 1)
+    attn = model.layers[0]
+    assert w["w_q"].shape == (4, 8) and w["w_o"].shape == (8, 4)
+    assert torch.equal(w["w_v"], attn.w_v.weight[4:8]) and torch.equal(w["w_o"], attn.w_o.weight[:, 4:8])
+
+
+def test_qk_circuit_is_the_score_of_a_key_whose_previous_token_is_b():
+    torch.manual_seed(0)
+    embed, w_q, w_k = (
+        torch.randn(5, 6, dtype=torch.float64),
+        torch.randn(3, 6, dtype=torch.float64),
+        torch.randn(3, 6, dtype=torch.float64),
+    )
+    w_v, w_o = torch.randn(2, 6, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
+    scores = qk_circuit(embed, w_q, w_k, w_v, w_o)
+    a, b = 3, 1
+    want = (w_q @ embed[a]) @ (w_k @ (w_o @ (w_v @ embed[b]))) / math.sqrt(3)
+    assert scores.shape == (5, 5) and scores[a, b].item() == pytest.approx(want.item(), abs=1e-12)
+    model = model64(heads=(2, 1))
+    full = induction_qk_circuit(model, prev_head=1)
+    assert full.shape == (11, 11) and full.dtype == torch.float64
+
+
+def test_ov_circuit_and_copying_score():
+    model = model64(heads=(2, 1))
+    circuit = ov_circuit(model)
+    assert circuit.shape == (11, 11)
+    with torch.no_grad():  # a head that copies: U W_O W_V E^T = identity when all are the identity
+        model.embed.weight.copy_(torch.eye(11, 8))
+        model.unembed.weight.copy_(torch.eye(11, 8))
+        model.layers[1].w_v.weight.copy_(torch.eye(8))
+        model.layers[1].w_o.weight.copy_(torch.eye(8))
+    assert copying_score(ov_circuit(model), tokens=8) == 1.0
+    assert copying_score(-torch.eye(4)) == 0.0
+
+
+def test_direct_logit_attribution_sums_to_the_centred_right_logit():
+    model = model64(heads=(2, 1))
+    ids = repeated_tokens(4, 5, 10)  # (4, 11)
+    parts = direct_logit_attribution(model, ids, 5)
+    assert set(parts) == {"embeddings", "L0H0", "L0H1", "L1H0"}
+    with torch.no_grad():
+        logits = model(ids)[:, :-1]  # (4, 10, 11)
+        centred = logits - logits.mean(-1, keepdim=True)
+        right = centred.gather(-1, ids[:, 1:, None])[..., 0][:, repeated_half_mask(11, 5)].mean().item()
+    assert sum(parts.values()) == pytest.approx(right, abs=1e-10)
+
+
 def test_train_induction_smoke(monkeypatch):
     monkeypatch.setenv("COURSE_SMOKE_TEST", "1")
     torch.manual_seed(0)
@@ -208,3 +271,21 @@ def test_lm_patterns_reproduce_notebook_11s_attention():
         attn = block.attn
         v = repeat_kv(split_heads(attn.w_v(x), attn.kv_heads), attn.num_heads // attn.kv_heads)  # (b, h, n, d)
         torch.testing.assert_close(attn.w_o(merge_heads(pattern @ v)), out, atol=1e-12, rtol=0)
+
+
+def test_figures_draw():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import helpers.plots.induction as induction_plots
+
+    fig = induction_plots.pattern_grid([torch.eye(4), torch.eye(4)], list("abcd"), ["x", "y"], "title")
+    assert len(fig.axes) == 3  # two patterns and one colorbar
+    fig2 = induction_plots.seed_bars(
+        {"s": {"a": [1.0, 2.0], "b": [0.5]}, "t": {"a": [0.1]}}, "y", "t", baseline=0.3, baseline_label="b"
+    )
+    fig3 = induction_plots.circuit_heatmaps([torch.rand(8, 8)], ["m"], "x", "y", "t")
+    for f in (fig, fig2, fig3):
+        plt.close(f)

@@ -43,3 +43,50 @@ def test_values_and_output_marks_the_weighted_average():
     plt.close(fig)
     with pytest.raises(ValueError):
         values_and_output(np.ones((3, 3)), np.ones(3) / 3)
+
+
+def test_values_and_output_labels_its_axes():
+    fig, ax = plt.subplots()
+    values_and_output(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0.5, 0.5]), ax=ax)
+    assert ax.get_xlabel() and ax.get_ylabel()
+    plt.close(fig)
+
+
+def test_query_and_keys_draws_one_arrow_per_vector_and_labels_the_scores():
+    from helpers.plots import query_and_keys
+
+    keys = np.array([[2.0, 1.0], [0.0, 1.0], [-1.0, -1.0]])
+    fig, ax = plt.subplots()
+    query_and_keys(np.array([1.0, 1.0]), keys, ax=ax)
+    assert len(ax.patches) == 4  # three keys and the query
+    texts = [t.get_text() for t in ax.texts]
+    assert "k1: q·k = 3" in texts and "k3: q·k = -2" in texts
+    assert ax.get_xlabel() and ax.get_ylabel()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="query"):
+        query_and_keys(np.ones(3), keys)
+
+
+def test_product_shapes_draws_each_matrix_to_scale():
+    from helpers.plots import product_shapes
+
+    fig, ax = plt.subplots()
+    product_shapes(ax, [("Q", 3, 5, "tab:blue"), "·", ("Kᵀ", 5, 4, "tab:orange"), "=", ("S", 3, 4, "tab:purple")], "scores")
+    sizes = [(p.get_height(), p.get_width()) for p in ax.patches]
+    assert sizes == [(3, 5), (5, 4), (3, 4)]
+    assert ax.get_title() == "scores"
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        product_shapes(ax, ["·"])
+
+
+def test_plain_log_ticks_label_log_axes_with_plain_numbers():
+    from helpers.plots import plain_log_ticks
+
+    fig, ax = plt.subplots()
+    ax.loglog([0.001, 1.0], [1.0, 100.0])
+    plain_log_ticks(ax)
+    fig.canvas.draw()
+    labels = {t.get_text() for t in ax.get_xticklabels()}
+    assert "0.01" in labels and not any("mathdefault" in label for label in labels)
+    plt.close(fig)

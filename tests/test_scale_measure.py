@@ -10,7 +10,7 @@ import torch
 
 from helpers.attention import scaled_dot_product_attention
 from helpers.scale.flash import flash_attention, flash_forward
-from helpers.scale.measure import best_time, format_bytes, peak_extra_bytes
+from helpers.scale.measure import best_time, format_bytes, peak_extra_bytes, sdpa_times, sweep
 
 
 def test_one_allocation_is_counted_exactly():
@@ -99,3 +99,55 @@ def test_best_time_returns_the_shortest_of_several_calls():
 )
 def test_format_bytes(n, text):
     assert format_bytes(n) == text
+
+
+def test_the_profilers_cycle_warning_of_a_cuda_build_is_silenced(monkeypatch, recwarn):
+    """A CUDA build's profiler warns that it "clears events at the end of each cycle" (issue 32): no cell may show it."""
+    import warnings
+
+    import torch.profiler.profiler as profiler_module
+
+    prepare = profiler_module._KinetoProfile.prepare_trace
+
+    def prepare_as_on_a_cuda_build(self):
+        warnings.warn(
+            "Warning: Profiler clears events at the end of each cycle. Only events from the current cycle will be "
+            "reported. To keep events across cycles, set acc_events=True.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return prepare(self)
+
+    monkeypatch.setattr(profiler_module._KinetoProfile, "prepare_trace", prepare_as_on_a_cuda_build)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert peak_extra_bytes(lambda: torch.empty(100)).peak == 400
+    assert [str(w.message) for w in recwarn] == []
+    warnings.warn("a warning of the caller's own still shows", UserWarning, stacklevel=1)
+    assert len(recwarn) == 1
+
+
+def test_sdpa_times_times_each_backend_and_names_a_refusal():
+    from torch.nn.attention import SDPBackend
+
+    q = torch.randn(1, 1, 64, 16)
+    times = sdpa_times(q, q, q, {"MATH": SDPBackend.MATH, "FLASH": SDPBackend.FLASH_ATTENTION}, repeats=1)
+    assert set(times) == {"MATH", "FLASH"} and all(t is not None and t >= 0 for t in times.values())
+    # the CPU has no memory-efficient kernel: a refusal is None, and its warnings stay out of the output
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sdpa_times(q, q, q, {"EFFICIENT": SDPBackend.EFFICIENT_ATTENTION}, repeats=1) == {"EFFICIENT": None}
+
+
+def test_sweep_and_best_time_are_short_in_a_smoke_run(monkeypatch):
+    assert sweep([512, 1024, 2048]) == [512, 1024, 2048]
+    monkeypatch.setenv("COURSE_SMOKE_TEST", "1")
+    assert sweep([512, 1024, 2048]) == [512]
+    assert sweep([2048], [256]) == [256]
+    calls = []
+    best_time(lambda: calls.append(1), repeats=5, warmup=2)
+    assert calls == [1]
+    with pytest.raises(ValueError, match="at least one size"):
+        sweep([])

@@ -29,6 +29,7 @@ changes the random numbers of the cells after it.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
@@ -36,6 +37,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -54,6 +56,8 @@ __all__ = [
     "require_attempt",
     "is_unattempted",
     "call",
+    "call_attempt",
+    "more_than_the_stub",
     "expect_tensor",
     "expect_shape",
     "expect_finite",
@@ -120,21 +124,71 @@ def is_stub_error(err: BaseException) -> bool:
     """True only for the stub itself: ``raise NotImplementedError`` or ``raise NotImplementedError("Exercise ...")``.
 
     The generator writes ``raise NotImplementedError("Exercise: replace this line with your code")``
-    (``helpers.authoring.student``). A ``NotImplementedError`` with any other message, or raised inside
-    PyTorch (``Module [ModuleList] is missing the required "forward" function``), comes from a
-    real attempt.
+    (``helpers.authoring.student``), directly in the function's body. A ``NotImplementedError`` with any other
+    message, raised inside PyTorch (``Module [ModuleList] is missing the required "forward" function``), or raised
+    in a branch of the learner's code (``if causal: raise NotImplementedError``: ``in_a_branch``) comes from a real
+    attempt.
     """
     if not isinstance(err, NotImplementedError):
         return False
     message = str(err)
     if message and not message.startswith("Exercise"):
         return False
-    return not _innermost_file(err).startswith(_LIBRARY_DIRS)
+    return not _innermost_file(err).startswith(_LIBRARY_DIRS) and not in_a_branch(err)
+
+
+_UNFINISHED = (
+    "it reached a `raise NotImplementedError` that is still in your code, inside a branch (an `if`, a loop) of code "
+    "that is otherwise written: that is partial work, an unfinished branch, not an exercise left untouched; finish "
+    "that branch (or remove the raise)"
+)
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
+
+
+def in_a_branch(err: BaseException) -> bool:
+    """True when the ``raise`` that raised ``err`` sits inside an ``if``, a loop, a ``with`` or a ``try`` of its function.
+
+    The generator's stub is a statement of the function's body itself; a ``raise NotImplementedError`` under
+    ``if causal:`` is a branch the learner left unfinished in code that is otherwise written. False when the source
+    cannot be read.
+    """
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code, line = tb.tb_frame.f_code, tb.tb_lineno
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError, IndentationError):
+        return False
+    target = line - first + 1  # the raise's line within the parsed source
+    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return False
+
+    def nested(statements: list[ast.stmt], depth: int) -> bool | None:
+        for statement in statements:
+            if isinstance(statement, ast.Raise) and statement.lineno == target:
+                return depth > 0
+            if isinstance(statement, _COMPOUND + (ast.FunctionDef, ast.ClassDef)):
+                for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    for child in getattr(statement, field, []) or []:
+                        block = getattr(child, "body", None) if isinstance(child, (ast.ExceptHandler, ast.match_case)) else None
+                        inner = nested(block if block is not None else [child], depth + isinstance(statement, _COMPOUND))
+                        if inner is not None:
+                            return inner
+        return None
+
+    return bool(nested(function.body, 0))
 
 
 def not_a_stub_message(err: BaseException, name: str) -> str:
     """The message for a ``NotImplementedError`` that is not the stub (so a real attempt that failed)."""
     message = str(err)
+    if in_a_branch(err):
+        return f"your `{name}`: {_UNFINISHED}"
     text = f"your `{name}` raised NotImplementedError: {message or '(no message)'}. That is not the exercise's stub, so it counts as an attempt"
     if "forward" in message and "Module" in message:
         found = re.search(r"Module \[(\w+)\]", message)
@@ -245,6 +299,9 @@ def call(fn: Callable[..., Any], *args: Any, what: str | None = None, inplace_ok
     except NotImplementedError as err:
         if is_stub_error(err):
             raise NotAttempted(f"`{name}` still raises NotImplementedError: fill in its body") from None
+        if in_a_branch(err):
+            described = what if what is not None else describe(*args, *kwargs.values())
+            raise ExerciseFailed(f"calling your `{name}` with {described}: {_UNFINISHED}") from None
         raise ExerciseFailed(not_a_stub_message(err, name)) from None
     except (ExerciseFailed, NotAttempted):
         raise
@@ -260,6 +317,50 @@ def call(fn: Callable[..., Any], *args: Any, what: str | None = None, inplace_ok
                 "compute a new tensor and leave the inputs as they were"
             )
     return result
+
+
+def more_than_the_stub(fn: object) -> bool:
+    """True when ``fn``'s body holds code besides its docstring and the stub's ``raise NotImplementedError``.
+
+    A function whose one unfinished branch still raises the stub's ``NotImplementedError`` is partial work, not an
+    untouched exercise (``call_attempt``). False when the source cannot be read (a lambda, a built-in).
+    """
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))  # type: ignore[arg-type]
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return False
+    defs = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return False
+    body = [
+        s
+        for s in defs[0].body
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) and not isinstance(s, ast.Pass)
+    ]
+    return not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0]))
+
+
+def call_attempt(fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:
+    """``call``, except that a stub ``NotImplementedError`` raised by a function with real code in it is a named failure.
+
+    A partial answer (``if gap == 0: raise NotImplementedError``, the rest written) is an attempt: the check says
+    which input reached the unfinished branch instead of calling the whole exercise "not attempted".
+    """
+    try:
+        return call(fn, *args, what=what, **kwargs)
+    except NotAttempted:
+        if not more_than_the_stub(fn):
+            raise
+        name = getattr(fn, "__name__", type(fn).__name__)
+        described = what if what is not None else describe(*args, *kwargs.values())
+        raise ExerciseFailed(
+            f"calling your `{name}` with {described}: it reached a `raise NotImplementedError` that is still in your "
+            "code: the rest of the function is written, so this is partial work, an unfinished branch, not an exercise "
+            "left untouched; finish that branch (or remove the raise)"
+        ) from None
 
 
 def _error_hint(err: Exception, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
@@ -441,6 +542,7 @@ def expect_close(
     rtol: float = 1e-5,
     mistakes: Mapping[str, Tensor | None] | None = None,
     nonfinite_hint: str = "",
+    float32_path: bool = False,
 ) -> Tensor:
     """Compare the student's tensor with the reference; explain any difference.
 
@@ -448,6 +550,11 @@ def expect_close(
     the answer matches one of them (same shape, within tolerance), that message
     is raised. Otherwise the report says which axis has the wrong size, or where
     values differ and by how much.
+
+    A float64 answer whose values are all float32 numbers and that agrees to float32's precision is named as a
+    precision problem. With ``float32_path``, so is a float64 answer that agrees only to about 6 significant digits
+    although its values are not float32 numbers (a float32 tensor or number, ``torch.tensor(beta)`` say, entered a
+    float64 computation): use it where no right formula differs from the reference by so little.
     """
     actual = expect_tensor(actual, name)
     actual_d = actual.detach().to("cpu")
@@ -467,7 +574,8 @@ def expect_close(
     if not _close(actual_d, expected, atol, rtol):
         in_float32 = _computed_in_float32(actual_d, expected)
         f32_atol, f32_rtol = dtype_tolerance(torch.float32)
-        if in_float32 and _close(actual_d, expected, max(atol, f32_atol), max(rtol, f32_rtol)):
+        mixed = float32_path and actual_d.dtype == torch.float64 and _close(actual_d, expected, 1e-6, 1e-5)
+        if mixed or (in_float32 and _close(actual_d, expected, max(atol, f32_atol), max(rtol, f32_rtol))):
             largest = (actual_d.double() - expected.double()).abs().max().item()
             raise ExerciseFailed(
                 f"{name} is a precision problem, not a wrong formula: it agrees with the reference only to float32's "

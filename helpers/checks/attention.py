@@ -7,6 +7,7 @@ random inputs of small, distinct sizes, and recognises the typical mistakes.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,7 @@ from torch import Tensor, nn
 from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_deterministic,
@@ -31,6 +32,8 @@ __all__ = [
     "check_multi_head_attention",
 ]
 
+call = call_attempt  # a stub's NotImplementedError left in one branch of a written function is a named failure
+
 _HALF_D_K = (
     "the scores are divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; "
     "write d_k ** 0.5 or math.sqrt(d_k)"
@@ -41,10 +44,20 @@ _STABILITY_HINT = (
 )
 
 
+def _signature_hint(message: str, signature: str) -> str:
+    """A hint when the student's function does not take the exercise's arguments (a parameter left out or renamed)."""
+    if re.search(r"positional arguments? but \d+ (were|was) given|unexpected keyword argument|missing \d+ required", message):
+        return f". Your function does not take the arguments the exercise gives it: keep its signature, {signature}"
+    return ""
+
+
 def _call_softmax(softmax, x: Tensor, what: str, **kwargs) -> object:
     try:
         return call(softmax, x, what=what, **kwargs)
     except ExerciseFailed as err:
+        hint = _signature_hint(str(err), "def softmax(x, dim=-1)")
+        if hint:
+            raise ExerciseFailed(f"{err}{hint}") from None
         if "must match the size" in str(err) or "broadcast" in str(err):
             raise ExerciseFailed(
                 f"{err}. A max or sum along `dim` drops that axis unless you pass keepdim=True, so it no longer lines up with x"
@@ -73,6 +86,16 @@ def check_softmax(softmax) -> None:
         "the exponentials are divided by their mean, not their sum (use .sum(dim, keepdim=True))": torch.exp(x)
         / torch.exp(x).mean(-1, keepdim=True),
     }
+    for axis in (0, 1):  # a reduction along a hard-coded axis instead of `dim`
+        mistakes[
+            f"the sum runs along axis {axis}, a fixed axis, not along `dim` (here the last axis): divide by "
+            "exps.sum(dim=dim, keepdim=True)"
+        ] = shifted / shifted.sum(axis, keepdim=True)
+        off_axis = torch.exp(x - x.amax(axis, keepdim=True))
+        mistakes[
+            f"the maximum is taken along axis {axis}, a fixed axis, not along `dim`: x.amax(dim=dim, keepdim=True) is a constant "
+            "within each slice that softmax normalises; a maximum along another axis is not"
+        ] = off_axis / off_axis.sum(-1, keepdim=True)
     if isinstance(out, Tensor) and out.dtype != x.dtype:
         raise ExerciseFailed(f"softmax changed the dtype from {x.dtype} to {out.dtype}; keep the input's dtype")
     expect_close(out, expected, "softmax(x) with the default dim", atol=1e-9, rtol=1e-7, mistakes=mistakes)
@@ -184,6 +207,11 @@ def _sdpa_mistakes(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict
         ),
         _HALF_D_K: run(masked(raw / (d_k / 2))),
     }
+    if q.dim() >= 3 and q.shape[0] not in (d_k, k.shape[-2], q.shape[-2]):
+        mistakes[
+            "the scores are scaled with the batch size, len(q) = q.shape[0]; the scale is 1/sqrt(d_k) with d_k = q.shape[-1], "
+            "the last axis (count from the end: it works with and without a batch)"
+        ] = run(masked(raw / math.sqrt(q.shape[0])))
     if mask is not None:
         scaled = raw / math.sqrt(d_k)
         mistakes["the mask is ignored: positions where mask is False must get weight 0"] = run(scaled)
@@ -257,6 +285,14 @@ def check_scaled_dot_product_attention(attention) -> None:
         try:
             result = call(attention, q, k, v, what=label) if mask is None else call(attention, q, k, v, mask, what=label)
         except ExerciseFailed as err:
+            hint = _signature_hint(str(err), "def scaled_dot_product_attention(q, k, v, mask=None)")
+            if hint:
+                raise ExerciseFailed(f"{err}{hint}") from None
+            if "Boolean value of Tensor with more than one value is ambiguous" in str(err):
+                raise ExerciseFailed(
+                    f"{err}. `if mask:` asks for the truth of a whole tensor; ask whether a mask was given at all: "
+                    "`if mask is not None:`"
+                ) from None
             if "multiplied" in str(err) or "size mismatch" in str(err) or "must match the size" in str(err):
                 if passed_3d and q.dim() == 4:
                     raise ExerciseFailed(
@@ -304,6 +340,7 @@ def check_scaled_dot_product_attention(attention) -> None:
             rtol=rtol,
             mistakes={m: w for m, (_, w) in mistakes.items()},
             nonfinite_hint=hint,
+            float32_path=True,
         )
         expect_close(
             out,
@@ -313,12 +350,13 @@ def check_scaled_dot_product_attention(attention) -> None:
             rtol=rtol,
             mistakes={m: o for m, (o, _) in mistakes.items()},
             nonfinite_hint=hint,
+            float32_path=True,
         )
 
 
 def _tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(atol, rtol) for a comparison in ``dtype``: float32 keeps about 7 significant digits, float64 about 16."""
-    return (1e-8, 1e-6) if dtype == torch.float64 else (2e-5, 1e-4)
+    return (1e-10, 1e-8) if dtype == torch.float64 else (2e-5, 1e-4)
 
 
 @exercise("causal mask")

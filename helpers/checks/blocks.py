@@ -8,11 +8,17 @@ the check copies the block's weights into ``nn.TransformerEncoderLayer`` /
 on fresh random inputs, naming the typical mistakes. Calling the block itself
 (``block(x, mask)``) is caught, and so is dropout left active (the block has
 dropout 0.1 and is in eval mode, so two calls must agree).
+
+``check_transformer_lr(transformer_lr)`` checks the learning-rate schedule of "Attention Is All You Need",
+``transformer_lr(step, d_model, warmup_steps) = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)`` (steps from 1),
+at steps before, at and after the warm-up, naming the usual slips (max for min, a lost exponent's sign or its
+parentheses, the warm-up or the decay missing, steps counted from 0).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +35,7 @@ from helpers.blocks import (
 from helpers.checks._core import (
     ExerciseFailed,
     ShortcutUsed,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_deterministic,
@@ -37,7 +43,12 @@ from helpers.checks._core import (
     forbid_forward,
 )
 
-__all__ = ["check_encoder_block_forward", "check_decoder_block_forward", "check_pre_ln_encoder_block_forward"]
+__all__ = [
+    "check_encoder_block_forward",
+    "check_decoder_block_forward",
+    "check_pre_ln_encoder_block_forward",
+    "check_transformer_lr",
+]
 
 D_MODEL, HEADS, D_FF = 12, 3, 20
 ATOL, RTOL = 1e-8, 1e-6
@@ -256,7 +267,7 @@ def _check_encoder(fn, norm_first: bool, activation: str, name: str) -> None:
             what = f"x of shape (2, 5, {D_MODEL}) and {label}"
             with forbid_forward(block, shortcut):
                 try:
-                    out = call(fn, *args, what=what, inplace_ok=True)
+                    out = call_attempt(fn, *args, what=what, inplace_ok=True)
                 except ShortcutUsed:
                     raise
                 except ExerciseFailed as err:
@@ -265,7 +276,7 @@ def _check_encoder(fn, norm_first: bool, activation: str, name: str) -> None:
                         raise ExerciseFailed(f"{str(err).rstrip('.')}{hint}") from None
                     raise
                 out = expect_tensor(out, "the output")
-                again = call(
+                again = call_attempt(
                     fn, *((block, x.clone()) if mask is None else (block, x.clone(), mask.clone())), what=what, inplace_ok=True
                 )
             if any(m.training for m in block.modules()):
@@ -406,7 +417,9 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
     def student(x_in: Tensor) -> Tensor:
         with forbid_forward(block, shortcut):
             try:
-                return call(decoder_block_forward, block, x_in.clone(), memory.clone(), mask.clone(), what=label, inplace_ok=True)
+                return call_attempt(
+                    decoder_block_forward, block, x_in.clone(), memory.clone(), mask.clone(), what=label, inplace_ok=True
+                )
             except ShortcutUsed:
                 raise
             except ExerciseFailed as err:
@@ -443,3 +456,116 @@ def check_decoder_block_forward(decoder_block_forward) -> None:
                 "changing target token 2 changed the outputs at positions 0 and 1: the causal mask is not applied"
             )
     _same_params(before, block, "decoder_block_forward")
+
+
+# ------------------------------------------------------------------ the learning-rate schedule of the paper
+
+
+def _lr_curve(steps, d_model: int, warmup: int, *, rise=None, decay=None, combine=min, scale=None, shift: int = 0) -> list[float]:
+    """The schedule at each step, right by default; the keyword arguments reproduce typical slips."""
+    rise = rise or (lambda s, w: s * w**-1.5)
+    decay = decay or (lambda s, w: s**-0.5)
+    scale = d_model**-0.5 if scale is None else scale
+    return [scale * combine(rise(s + shift, warmup), decay(s + shift, warmup)) for s in steps]
+
+
+def _lr_mistakes(steps, d: int, w: int) -> dict[str, list[float]]:
+    return {
+        "max instead of min: the schedule is the *smaller* of the two branches, the rise step * warmup^-1.5 before "
+        "the peak and the decay step^-0.5 after it": _lr_curve(steps, d, w, combine=max),
+        "the warm-up branch has warmup^-0.5 where the paper has warmup^-1.5 (step * warmup_steps ** -1.5), so the rise "
+        "does not meet the decay at step = warmup_steps": _lr_curve(steps, d, w, rise=lambda s, w: s * w**-0.5),
+        "the factor d_model^-0.5 is missing: the whole schedule is multiplied by d_model ** -0.5": _lr_curve(
+            steps, d, w, scale=1.0
+        ),
+        "d_model^+0.5 instead of d_model^-0.5: divide by sqrt(d_model), do not multiply": _lr_curve(steps, d, w, scale=d**0.5),
+        "d_model^-1 instead of d_model^-0.5: the factor is 1 / sqrt(d_model)": _lr_curve(steps, d, w, scale=1 / d),
+        "the decay is step^+0.5: after the warm-up the rate falls like 1 / sqrt(step), step ** -0.5": _lr_curve(
+            steps, d, w, decay=lambda s, w: s**0.5
+        ),
+        "warmup_steps ** -3/2 is (warmup_steps ** -3) / 2, since ** binds tighter than /: write warmup_steps ** -1.5 or "
+        "warmup_steps ** (-3 / 2)": _lr_curve(steps, d, w, rise=lambda s, w: s * w**-3 / 2),
+        "step ** -1/2 is (step ** -1) / 2, since ** binds tighter than /: write step ** -0.5 or step ** (-1 / 2)": _lr_curve(
+            steps, d, w, decay=lambda s, w: s**-1 / 2
+        ),
+        "d_model ** -1/2 is (d_model ** -1) / 2, since ** binds tighter than /: write d_model ** -0.5": _lr_curve(
+            steps, d, w, scale=d**-1 / 2
+        ),
+        "the decay after the warm-up is missing: the rate rises linearly to its peak at step = warmup_steps and then "
+        "falls like step^-0.5; min(step^-0.5, step * warmup_steps^-1.5) does both": _lr_curve(
+            steps, d, w, decay=lambda s, w: w**-0.5
+        ),
+        "the warm-up is missing (or its branch is never the smaller one, as with warmup_steps^+1.5 instead of "
+        "warmup_steps^-1.5): for step < warmup_steps the rate rises linearly, step * warmup_steps^-1.5, and "
+        "min(step^-0.5, step * warmup_steps^-1.5) picks it": _lr_curve(steps, d, w, rise=lambda s, w: math.inf),
+        "the steps are shifted by one (step + 1): the paper counts steps from 1, and the function receives that step "
+        "as it is": _lr_curve(steps, d, w, shift=1),
+    }
+
+
+def _as_number(value: object, what: str) -> tuple[float, bool]:
+    """The learner's rate as a float, and whether it was computed in float32 (a tensor or numpy scalar)."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ExerciseFailed(f"{what} returned a tensor of shape {tuple(value.shape)}; return one number per step")
+        return float(value.item()), value.dtype in (torch.float32, torch.float16, torch.bfloat16)
+    dtype = getattr(value, "dtype", None)
+    try:
+        number = float(value)  # Python numbers, numpy scalars
+    except (TypeError, ValueError):
+        raise ExerciseFailed(f"{what} returned {type(value).__name__}; return the learning rate as a number") from None
+    return number, str(dtype) in ("float32", "float16")
+
+
+@exercise("the learning-rate schedule of the paper")
+def check_transformer_lr(transformer_lr) -> None:
+    """Check ``transformer_lr(step, d_model, warmup_steps)`` at steps before, at and after the warm-up."""
+    for d_model, warmup in ((512, 4000), (64, 10), (16, 3)):
+        steps = sorted({1, 2, max(1, warmup // 2), warmup - 1 or 1, warmup, warmup + 1, 2 * warmup, 10 * warmup})
+        got, low_precision = [], False
+        for step in steps:
+            what = f"transformer_lr(step={step}, d_model={d_model}, warmup_steps={warmup})"
+            try:
+                value, in_float32 = _as_number(call_attempt(transformer_lr, step, d_model, warmup, what=what), what)
+            except ExerciseFailed as err:
+                if "ZeroDivisionError" in str(err) or "division by zero" in str(err):
+                    raise ExerciseFailed(
+                        f"{str(err).rstrip('.')}. Steps count from 1 and the function receives the step as it is: "
+                        "step ** -0.5 is defined for step = 1 (did you subtract 1 from the step?)"
+                    ) from None
+                raise
+            got.append(value)
+            low_precision |= in_float32
+        label = f"transformer_lr with d_model={d_model}, warmup_steps={warmup}"
+        if any(math.isnan(v) or math.isinf(v) for v in got):
+            bad = [s for s, v in zip(steps, got, strict=True) if math.isnan(v) or math.isinf(v)]
+            raise ExerciseFailed(f"{label} is NaN or infinite at steps {bad}: steps count from 1, never 0")
+        expected = _lr_curve(steps, d_model, warmup)
+        rtol = 1e-6 if low_precision else 1e-9
+
+        def close(a: list[float], b: list[float], rtol: float = rtol) -> bool:
+            return len(a) == len(b) and all(math.isclose(x, y, rel_tol=rtol, abs_tol=0.0) for x, y in zip(a, b, strict=True))
+
+        if close(got, expected):
+            continue
+        for message, wrong in _lr_mistakes(steps, d_model, warmup).items():
+            if close(got, wrong) and not close(wrong, expected):
+                raise ExerciseFailed(f"{label}: {message}")
+        rows = [(s, g, e) for s, g, e in zip(steps, got, expected, strict=True) if not math.isclose(g, e, rel_tol=rtol)]
+        before = [s for s, _, _ in rows if s < warmup]
+        after = [s for s, _, _ in rows if s > warmup]
+        part = (
+            "the warm-up (steps before warmup_steps) and the decay"
+            if before and after
+            else "the warm-up, before warmup_steps"
+            if before
+            else "the decay, after warmup_steps"
+            if after
+            else "the peak, at step = warmup_steps"
+        )
+        s, g, e = rows[0]
+        raise ExerciseFailed(
+            f"{label} differs from the paper's schedule at steps {[r[0] for r in rows]} ({part}): at step {s} you gave "
+            f"{g:.6g}, expected {e:.6g}. The rate is d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), which "
+            f"peaks at step = warmup_steps with (d_model * warmup_steps)^-0.5 = {(d_model * warmup) ** -0.5:.6g}"
+        )

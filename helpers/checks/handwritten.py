@@ -43,7 +43,10 @@ from helpers.handwritten.program import (
     build_sort,
     embed,
     hand_block,
+    table_thresholds,
     table_values,
+    write_one_hot,
+    write_steps,
 )
 
 # The references (write_reverse_selector, ...) live in helpers.handwritten.program: exported here, a star import would
@@ -53,6 +56,8 @@ __all__ = [
     "check_copy_value",
     "check_output_map",
     "check_same_token_selector",
+    "check_count_steps",
+    "check_count_one_hot",
     "check_count_table",
     "check_target_selector",
 ]
@@ -184,6 +189,12 @@ def _judge_gap(gap: float, scale: float, d_k: int, leak: float, part: str) -> No
             f"scale = {scale:g}, so the attention is soft: up to {leak:.2g} of it leaks to other keys (at the asked "
             "scale it would be a few times e^-scale). Multiply the query weights by scale * sqrt(attn.d_k)"
         )
+    if abs(gap - scale * scale * root) <= 1e-2 * scale * scale * root:
+        raise ExerciseFailed(
+            f"{part}: the right keys lead by {gap:.4g} = scale² sqrt(d_k) instead of scale = {scale:g}: the gain "
+            f"c = scale * sqrt(d_k) is written into both w_q and w_k, so every score gets it twice (c²). Put it in one "
+            "of them (the query, say) and leave the other's entries at 1"
+        )
     if abs(gap - scale * root) <= 1e-2 * scale * root:
         raise ExerciseFailed(
             f"{part}: the right keys lead by {gap:.4g} instead of scale = {scale:g}, sqrt(d_k) = {root:.4g} times too "
@@ -222,7 +233,7 @@ def _check_selector(
     fn: Callable[..., object],
     part: str,
     cases: Callable[[Layout], SelectorCase],
-    name_mistake: Callable[[Tensor, SelectorCase, Layout], str | None],
+    name_mistake: Callable[[Tensor, SelectorCase, Layout, MultiHeadAttention], str | None],
     position_only: bool = False,
 ) -> None:
     """The common run of a selector check: standard layout, another scale, the shuffled layout."""
@@ -263,7 +274,7 @@ def _check_selector(
                     f"{part}: right in the standard layout, wrong when the slots come in another order: your function uses "
                     "numbers for the residual's indices; index with layout.tok, layout.one, layout.pos, ... instead"
                 )
-            named = name_mistake(scores, (x, targets, tokens), layout)
+            named = name_mistake(scores, (x, targets, tokens), layout, attn)
             raise ExerciseFailed(f"{part}: {named}")
         gap = _gap(scores, targets)
         if run == "scale" and abs(gap - SCALE) <= 1e-3 * SCALE:
@@ -303,35 +314,92 @@ def _reverse_cases(layout: Layout) -> SelectorCase:
     return x, targets, tokens
 
 
-def _name_reverse(scores: Tensor, case: SelectorCase, layout: Layout) -> str:
-    picked = scores[0].argmax(-1)[1:].tolist()  # positions attended by queries 1..5 (the first sequence)
-    queries = range(1, _N)
+def _parabola(values: Tensor, xs: Tensor) -> tuple[float, float, float]:
+    """Least-squares fit ``a x² + b x + c`` of ``values`` at ``xs`` (float64): ``(a, b, largest residual)``."""
+    design = torch.stack([xs**2, xs, torch.ones_like(xs)], dim=-1)
+    solution = torch.linalg.lstsq(design, values[:, None]).solution[:, 0]
+    residual = float((design @ solution - values).abs().max())
+    return float(solution[0]), float(solution[1]), residual
+
+
+def _peaks(rows: list[Tensor], xs: Tensor) -> tuple[str, list[float]]:
+    """Where each row of scores peaks as a quadratic in ``xs``: ``("concave", peaks)``, ``"convex"``, ``"linear"`` or
+    ``"other"`` (not a quadratic)."""
+    fits = [_parabola(row, xs) for row in rows]
+    spread = max(float(row.abs().max()) for row in rows) + 1e-12
+    if any(residual > 1e-6 * spread for _, _, residual in fits):
+        return "other", []
+    if all(abs(a) <= 1e-9 * spread for a, _, _ in fits):
+        return "linear", []
+    if all(a > 0 for a, _, _ in fits):
+        return "convex", [-b / (2 * a) for a, b, _ in fits]
+    if all(a < 0 for a, _, _ in fits):
+        return "concave", [-b / (2 * a) for a, b, _ in fits]
+    return "other", []
+
+
+def _reads(weight: Tensor, layout: Layout) -> set[str]:
+    """The slots whose columns a weight ``(rows, d_model)`` reads."""
+    columns = torch.nonzero(weight.detach().abs().sum(0) > 0).flatten().tolist()
+    return {_slot_of(int(j), layout) for j in columns}
+
+
+def _matches(peaks: list[float], targets: list[float]) -> bool:
+    return all(abs(p - t) <= 1e-3 for p, t in zip(peaks, targets, strict=True))
+
+
+def _name_reverse(scores: Tensor, case: SelectorCase, layout: Layout, attn: MultiHeadAttention) -> str:
+    queries = list(range(1, _N))
     want = [LENGTH + 1 - i for i in queries]
-    known = {
-        "each query attends to its own position (target t = i); reverse needs t = 6 - i": list(queries),
-        "off by one: query i attends to position 5 - i (mirrored around 2.5, so position 5 reads BOS); the tokens sit "
-        "at positions 1..5 with BOS at 0, so the mirror image of i is 6 - i": [LENGTH - i for i in queries],
-        "off by one: query i attends to position 7 - i (mirrored around 3.5); the tokens sit at positions 1..5 with BOS "
-        "at 0, so the mirror image of i is 6 - i": [min(LENGTH + 2 - i, LENGTH) for i in queries],
-        "query i attends to the previous position i - 1 (notebook 13's previous-token head); reverse needs 6 - i": [
-            i - 1 for i in queries
-        ],
-        "the j² term has the wrong sign: each query attends to the position *farthest* from 6 - i; the key reads "
-        "[j, j²] and the query is c [2t, -1]": [max(range(_N), key=lambda j, t=t: ((j - t) ** 2, -j)) for t in want],
-    }
-    for message, pattern in known.items():
-        if picked == pattern:
-            return message
-    if set(picked) <= {0, LENGTH}:
+    keys_read = _reads(attn.w_k.weight, layout)
+    shape, peaks = _peaks([scores[0, i] for i in queries], torch.arange(_N, dtype=torch.float64))
+    if shape == "convex":
         return (
-            f"the queries attend only to the ends ({picked}): a score linear in j always peaks at an end; the key needs "
-            "j² (layout.pos2) and the query -c times it, so that the score c (2 t j - j²) peaks at j = t"
+            "the parabola opens upwards: the j² term has the wrong sign, so each query attends to the position *farthest* "
+            "from its target instead of the target. The key reads [j, j²] and the query is c [2t, -1]: the query's "
+            "coordinate paired with pos2 must be -c (from layout.one)"
         )
-    if len(set(picked)) == 1:
+    if shape == "linear":
+        if "pos2" in keys_read:
+            return (
+                "every score is linear in j, so each query attends to an end of the sequence: your key reads j² "
+                "(layout.pos2), but the query gives that coordinate no weight; it must be -c (fed by layout.one)"
+            )
         return (
-            f"every query attends to position {picked[0]}: the target must move with the query's position, "
-            "t = 6 - i, which w_q builds from layout.one and layout.pos"
+            "the queries attend only to the ends: a score linear in j always peaks at an end; the key needs j² "
+            "(layout.pos2) and the query -c times it, so that the score c (2 t j - j²) peaks at j = t"
         )
+    if shape == "concave":
+        known = {
+            "each query attends to its own position (target t = i); reverse needs t = 6 - i": [float(i) for i in queries],
+            "off by one: query i attends to position 5 - i (mirrored around 2.5, so position 5 reads BOS); the tokens "
+            "sit at positions 1..5 with BOS at 0, so the mirror image of i is 6 - i": [LENGTH - i for i in queries],
+            "off by one: query i attends to position 7 - i (mirrored around 3.5); the tokens sit at positions 1..5 with "
+            "BOS at 0, so the mirror image of i is 6 - i": [LENGTH + 2 - i for i in queries],
+            "query i attends to the previous position i - 1 (notebook 13's previous-token head); reverse needs 6 - i": [
+                i - 1 for i in queries
+            ],
+            "the factor 2 is missing: the query's first coordinate is c t where it must be 2 c t. The score c (t j - j²) "
+            "peaks at j = t / 2, so query i looks at (6 - i) / 2; c (2 t j - j²) = c t² - c (j - t)² peaks at t": [
+                t / 2 for t in want
+            ],
+            "the factor 2 is doubled: the score c (4 t j - j²) peaks at j = 2 t; the query's first coordinate is 2 c t": [
+                2 * t for t in want
+            ],
+        }
+        for message, pattern in known.items():
+            if _matches(peaks, [float(v) for v in pattern]):
+                return message
+        if max(peaks) - min(peaks) <= 1e-3:
+            return (
+                f"every query attends to position {peaks[0]:.3g}: the target must move with the query's position, "
+                "t = 6 - i, which w_q builds from layout.one and layout.pos"
+            )
+        return (
+            f"query i = 1..5 attends most to positions {[round(v, 2) for v in peaks]} (where each query's parabola peaks); "
+            f"reverse needs {want}: the query is c [2 t, -1] with t = 6 - i = 6 one - pos"
+        )
+    picked = scores[0].argmax(-1)[1:].tolist()
     return f"query i = 1..5 attends most to positions {picked}; reverse needs {want} (t = 6 - i)"
 
 
@@ -355,9 +423,31 @@ def _same_token_cases(layout: Layout) -> SelectorCase:
     return x, targets, tokens
 
 
-def _name_same_token(scores: Tensor, case: SelectorCase, layout: Layout) -> str:
+def _shared_bos_coordinate(attn: MultiHeadAttention, layout: Layout) -> str | None:
+    """Name a BOS coordinate (a query/key coordinate whose key reads layout.bos) that a token uses too."""
+    w_q, w_k = attn.w_q.weight.detach(), attn.w_k.weight.detach()
+    tok = layout.slot("tok")
+    for row in torch.nonzero(w_k[:, layout.bos] != 0).flatten().tolist():
+        tokens = sorted(
+            set(torch.nonzero(w_k[row, tok] != 0).flatten().tolist()) | set(torch.nonzero(w_q[row, tok] != 0).flatten().tolist())
+        )
+        if tokens:
+            which = ", ".join(str(t) for t in tokens)
+            return (
+                f"BOS shares query/key coordinate {row} with token {which}: that coordinate's key reads layout.bos and "
+                f"the token one-hot, so every query also scores the keys holding token {which} (and a query holding it "
+                "scores its matches twice). Give BOS a coordinate of its own, one that no token uses (row 10, after the "
+                "ten token coordinates)"
+            )
+    return None
+
+
+def _name_same_token(scores: Tensor, case: SelectorCase, layout: Layout, attn: MultiHeadAttention) -> str:
     _, targets, tokens = case
     tol = _tol(scores, SCALE)
+    shared = _shared_bos_coordinate(attn, layout)
+    if shared:
+        return shared
     same = tokens[:, :, None] == tokens[:, None, :]  # (batch, 5, 5)
     differ = ~same
     if all(
@@ -419,7 +509,7 @@ def _target_cases(layout: Layout) -> SelectorCase:
     return x, targets, tokens
 
 
-def _name_target(scores: Tensor, case: SelectorCase, layout: Layout) -> str:
+def _name_target(scores: Tensor, case: SelectorCase, layout: Layout, attn: MultiHeadAttention) -> str:
     _, targets, tokens = case
     ranks = (tokens[:, None, :] < tokens[:, :, None]).sum(-1)
     picked = scores[:, 1:].argmax(-1)  # (batch, 5): key position per query
@@ -427,28 +517,60 @@ def _name_target(scores: Tensor, case: SelectorCase, layout: Layout) -> str:
     ranks_bos = torch.cat([torch.full((len(tokens), 1), -1), ranks], dim=1)  # BOS's "rank" -1 for lookup
     got = ranks_bos.gather(1, picked)  # (batch, 5): the count of the attended key
     queries = torch.arange(1, _N)[None, :]
+    keys_read = _reads(attn.w_k.weight, layout)
+    if bool((picked == queries).all()):
+        return (
+            "each query attends to its own position: the key must read the count (layout.count), which says where the "
+            "token belongs, not layout.pos, which says where it is"
+        )
+    if "count" not in keys_read:
+        instead = ", ".join(f"layout.{r}" for r in sorted(keys_read - {"bos"})) or "nothing but layout.bos"
+        return (
+            f"the key reads {instead}, not layout.count: the key must say where its token belongs in sorted order, its "
+            "count of smaller tokens (one-hot in layout.count), paired with query coordinate m for count m"
+        )
     ties = [_top_keys(scores, b, 1, tol) for b in range(len(tokens))]
     if all(0 in t and len(t) > 1 for t in ties):
         return (
             "query 1 ties BOS with the smallest token: BOS attends only to itself in layer 1, so its count is 0, like the "
             "smallest token's; give BOS a penalty (a query coordinate fed by -c layout.one whose key reads layout.bos)"
         )
+    # each query's score as a function of the key's count m (sequence 0 holds every count 0..4 once)
+    order = ranks[0].argsort()  # key positions - 1, by count
+    rows = [scores[0, i, 1:][order] for i in range(1, _N)]
+    shape, peaks = _peaks(rows, torch.arange(LENGTH, dtype=torch.float64))
+    if shape == "convex":
+        return (
+            "the parabola opens upwards: each query scores the count farthest from i - 1 highest. Query coordinate m "
+            "is c (2 t i - t²) with t = m + 1, i.e. -c (i - t)² plus a constant per query: mind the signs"
+        )
+    if shape == "concave":
+        known = {
+            "off by one: query i attends to the token with count i (i smaller tokens); position i holds the token with "
+            "i - 1 smaller ones (positions count from 1, counts from 0): query coordinate m belongs to target t = m + 1": [
+                float(i) for i in range(1, _N)
+            ],
+            "off by one: query i attends to the token with count i - 2; position i holds the token with i - 1 smaller "
+            "ones: query coordinate m belongs to target t = m + 1": [float(i - 2) for i in range(1, _N)],
+            "the factor 2 is missing: query coordinate m is c (t i - t²) where it must be c (2 t i - t²) (t = m + 1); that "
+            "peaks at t = i / 2 instead of t = i": [i / 2 - 1 for i in range(1, _N)],
+            "the order is reversed: query i attends to the token with count 5 - i (largest first); sort ascending, so "
+            "query i wants count i - 1": [float(LENGTH - i) for i in range(1, _N)],
+        }
+        for message, want in known.items():
+            if _matches(peaks, want):
+                return message
     if bool((picked == 0).any()):
         return "some queries attend to BOS, which holds no token; BOS must score below every token (through layout.bos)"
-    known = {
+    known_picks = {
         "off by one: query i attends to the token with count i (i smaller tokens); position i holds the token with "
         "i - 1 smaller ones (positions count from 1, counts from 0)": queries.clamp(max=LENGTH - 1),
         "the order is reversed: query i attends to the token with count 5 - i (largest first); sort ascending, so "
         "query i wants count i - 1": LENGTH - queries,
     }
-    for message, want in known.items():
+    for message, want in known_picks.items():
         if bool((got[:, : LENGTH - 1] == want[:, : LENGTH - 1]).all()):
             return message
-    if bool((picked == queries).all()):
-        return (
-            "each query attends to its own position: the key must read the count (layout.count), which says where the "
-            "token belongs, not layout.pos, which says where it is"
-        )
     b = 0
     return (
         f"for {_tokens_label(tokens, b)} (counts of smaller tokens {ranks[b].tolist()}) queries 1..5 attend most to "
@@ -493,6 +615,13 @@ def _name_copy(ov: Tensor, layout: Layout) -> str:
         for shift in (1, -1):
             if torch.allclose(block, eye.roll(shift, dims=0), atol=1e-5):
                 return f"off by one: token a arrives in out slot a {'+' if shift > 0 else '-'} 1 (value coordinates misaligned)"
+            if torch.allclose(block, torch.diag(torch.ones(VOCAB - 1, dtype=torch.float64), -shift), atol=1e-5):
+                lost = VOCAB - 1 if shift > 0 else 0
+                return (
+                    f"off by one: the identity sits one row {'late' if shift > 0 else 'early'} in w_v or w_o, so token a "
+                    f"arrives in out slot a {'+' if shift > 0 else '-'} 1 and token {lost} is lost; w_v's value "
+                    "coordinates and w_o's columns must be the same ones, in the same order"
+                )
         if torch.allclose(block, eye.flip(0), atol=1e-5):
             return "token a arrives as 9 - a: the identity is flipped"
         extra = [f"{w} <- {r}" for w, r in pairs if (w, r) != ("out", "tok")]
@@ -562,8 +691,8 @@ def check_copy_value(write_copy_value) -> None:
 def check_output_map(write_output_map) -> None:
     """Check ``write_output_map(unembed, slot)``: ``unembed.weight`` is the identity on ``slot``, zero elsewhere."""
     part = "the output map (unembed)"
-    runs = ((LAYOUT, "out"), (LAYOUT, "count"), (SHUFFLED, "out"))
-    for layout, name in runs:
+    runs = ((LAYOUT, "out"), (SHUFFLED, "out"), (LAYOUT, "count"))
+    for run, (layout, name) in enumerate(runs):
         slot = layout.slot(name)
         width = slot.stop - slot.start
         unembed = nn.Linear(layout.d_model, width, bias=False)
@@ -573,13 +702,18 @@ def check_output_map(write_output_map) -> None:
         try:
             _write(write_output_map, unembed, slot, what=what, part=part)
         except ExerciseFailed as err:
-            if name != "count":
-                raise
-            raise ExerciseFailed(
-                f"{part}: right for layout.out (10 wide), but not for layout.count ({width} wide): "
-                f"{str(err).removeprefix(part + ': ')}. Make the identity as "
-                "wide as the slot, torch.eye(slot.stop - slot.start)"
-            ) from None
+            message = str(err).removeprefix(part + ": ")
+            if name == "count":
+                raise ExerciseFailed(
+                    f"{part}: right for layout.out (10 wide), but not for layout.count ({width} wide): {message}. Make the "
+                    "identity as wide as the slot, torch.eye(slot.stop - slot.start)"
+                ) from None
+            if "broadcast" in message or "shape mismatch" in message or "must match" in message:
+                raise ExerciseFailed(
+                    f"{part}: {message}. The block unembed.weight[:, slot] is exactly (width, width), the slot's own "
+                    "columns: is your slice shifted by one, or wider than the slot?"
+                ) from None
+            raise
         _expect_shapes(unembed, {"weight": (width, layout.d_model)}, part)
         weight = unembed.weight.detach().double()
         expected = torch.zeros(width, layout.d_model, dtype=torch.float64)
@@ -590,39 +724,61 @@ def check_output_map(write_output_map) -> None:
             continue
         if not bool(weight.any()):
             raise ExerciseFailed(f"{part}: unembed.weight is still zero: every logit is 0")
-        if name != "out" or layout is SHUFFLED:
+        if run > 0:
+            which = "layout.count" if name == "count" else "the same slot in another order of the slots"
             raise ExerciseFailed(
-                f"{part}: right for layout.out in the standard layout, wrong for slot={slot} "
-                f"({'layout.count' if name == 'count' else 'another order of the slots'}): your function ignores its "
-                "`slot` argument; write the identity into unembed.weight[:, slot]"
+                f"{part}: right for layout.out in the standard layout, wrong for slot={slot} ({which}): your function "
+                "ignores its `slot` argument (a fixed slice such as 21:31 instead of `slot`); write the identity into "
+                "unembed.weight[:, slot]"
             )
-        for other in layout.order:
-            place = layout.slot(other)
-            if other != name and place.stop - place.start == width:
-                wrong = torch.zeros_like(expected)
-                wrong[:, place] = torch.eye(width, dtype=torch.float64)
-                if torch.allclose(weight, wrong, atol=1e-6):
-                    echo = ", so the model would return its input unchanged" if other == "tok" else ""
-                    raise ExerciseFailed(f"{part}: it decodes layout.{other}, not the slot it is given (layout.{name}){echo}")
-        block = weight[:, slot]
-        eye = torch.eye(width, dtype=torch.float64)
-        if float(weight[:, [j for j in range(layout.d_model) if not slot.start <= j < slot.stop]].abs().max()) <= 1e-6:
-            for shift in (1, -1):
-                if torch.allclose(block, eye.roll(shift, dims=0), atol=1e-6):
-                    return_msg = f"off by one: feature k of the slot becomes logit k {'+' if shift > 0 else '-'} 1"
-                    raise ExerciseFailed(f"{part}: {return_msg}")
-            if torch.allclose(block, -eye, atol=1e-6):
-                raise ExerciseFailed(f"{part}: the identity is negated: argmax would pick the smallest feature")
-            if torch.allclose(block, eye.flip(0), atol=1e-6):
-                raise ExerciseFailed(f"{part}: the identity is flipped: feature k becomes logit {width - 1} - k")
-            factor = float(block.trace()) / width
-            if abs(factor) > 1e-9 and torch.allclose(block, factor * eye, atol=1e-6):
-                raise ExerciseFailed(f"{part}: logit k is {factor:.4g} times feature k; write the identity (factor 1)")
-        read = sorted({_slot_of(int(j), layout) for j in torch.nonzero(weight.abs().sum(0) > 1e-6)})
-        raise ExerciseFailed(
-            f"{part}: unembed.weight reads {', '.join(f'layout.{r}' for r in read)}; logit k should be feature k of "
-            f"layout.{name} (the identity in unembed.weight[:, slot], zero elsewhere)"
-        )
+        raise ExerciseFailed(f"{part}: {_name_output_map(weight, layout, name, slot)}")
+
+
+def _name_output_map(weight: Tensor, layout: Layout, name: str, slot: slice) -> str:
+    width = slot.stop - slot.start
+    eye = torch.eye(width, dtype=torch.float64)
+    for other in layout.order:
+        place = layout.slot(other)
+        if other != name and place.stop - place.start == width:
+            wrong = torch.zeros_like(weight)
+            wrong[:, place] = eye
+            if torch.allclose(weight, wrong, atol=1e-6):
+                echo = ", so the model would return its input unchanged" if other == "tok" else ""
+                return f"it decodes layout.{other}, not the slot it is given (layout.{name}){echo}"
+    for shift, words in ((-1, "early"), (1, "late")):
+        start = slot.start + shift
+        if 0 <= start and start + width <= layout.d_model:
+            wrong = torch.zeros_like(weight)
+            wrong[:, start : start + width] = eye
+            if torch.allclose(weight, wrong, atol=1e-6):
+                return (
+                    f"the identity starts one feature {words}, at column {start} instead of {slot.start}: logit k reads "
+                    f"feature {'k - 1' if shift < 0 else 'k + 1'} of the slot. Write it into unembed.weight[:, slot], "
+                    "the slot's own columns"
+                )
+    block = weight[:, slot]
+    outside = [j for j in range(layout.d_model) if not slot.start <= j < slot.stop]
+    if float(weight[:, outside].abs().max()) <= 1e-6:
+        for roll in (1, -1):
+            if torch.allclose(block, eye.roll(roll, dims=0), atol=1e-6):
+                return f"off by one: feature k of the slot becomes logit k {'+' if roll > 0 else '-'} 1"
+        if torch.allclose(block, -eye, atol=1e-6):
+            return "the identity is negated: argmax would pick the smallest feature"
+        if torch.allclose(block, eye.flip(0), atol=1e-6):
+            return f"the identity is flipped: feature k becomes logit {width - 1} - k"
+        if float((block - block.flatten()[0]).abs().max()) <= 1e-6:
+            return (
+                "every logit reads every feature of the slot (the whole block filled with one number): all logits are "
+                "equal, so the argmax cannot choose; logit k must read feature k alone, torch.eye(width)"
+            )
+        factor = float(block.trace()) / width
+        if abs(factor) > 1e-9 and torch.allclose(block, factor * eye, atol=1e-6):
+            return f"logit k is {factor:.4g} times feature k; write the identity (factor 1)"
+    read = sorted({_slot_of(int(j), layout) for j in torch.nonzero(weight.abs().sum(0) > 1e-6)})
+    return (
+        f"unembed.weight reads {', '.join(f'layout.{r}' for r in read)}; logit k should be feature k of "
+        f"layout.{name} (the identity in unembed.weight[:, slot], zero elsewhere)"
+    )
 
 
 # ---------------------------------------------------------------- the count table
@@ -662,32 +818,151 @@ def _expected_table(layout: Layout, counts: Tensor) -> Tensor:
     return expected
 
 
-def _name_table(ff: FeedForward, layout: Layout) -> str:
+def _steps(ff: FeedForward, x: Tensor) -> Tensor:
+    """The steps ``h[2k] - h[2k+1]`` of the hidden units (after the ReLU): ``(rows, LENGTH)`` float64."""
+    with torch.no_grad():
+        hidden = torch.relu(ff.linear1(x.to(ff.linear1.weight.dtype))).double()  # (rows, D_FF)
+    return hidden[:, 0::2] - hidden[:, 1::2]
+
+
+def _expected_steps(counts: Tensor) -> Tensor:
+    """Step k is 1 exactly when the count exceeds k: ``(rows, LENGTH)``."""
+    return (counts[:, None] > torch.arange(LENGTH)[None, :]).double()
+
+
+def _frac_grid(layout: Layout, points: int = 4001) -> tuple[Tensor, Tensor]:
+    """Residual vectors with only ``frac`` set, on a fine grid from 0.05 to 1.2: ``(points, d)``, and the grid."""
+    grid = torch.linspace(0.05, 1.2, points, dtype=torch.float64)
+    x = torch.zeros(points, layout.d_model, dtype=torch.float64)
+    x[:, layout.frac] = grid
+    return x, grid
+
+
+def _crossing(step: Tensor, grid: Tensor) -> float | None:
+    """Where a step crosses 1/2 on the grid (the first crossing), or None."""
+    above = step >= 0.5
+    change = torch.nonzero(above[1:] != above[:-1]).flatten()
+    return None if change.numel() == 0 else float(grid[int(change[0])])
+
+
+def _name_steps(ff: FeedForward, layout: Layout) -> str:
+    """Name what is wrong with ``linear1``'s steps (units 2k and 2k + 1 make step k)."""
+    read = _reads(ff.linear1.weight, layout)
+    if "frac" not in read:
+        return (
+            f"the hidden units read {', '.join(f'layout.{r}' for r in sorted(read)) or 'nothing'}: they must read "
+            "layout.frac (the weight the selector gave BOS), with weight -SHARPNESS"
+        )
+    x, grid = _frac_grid(layout)
+    with torch.no_grad():
+        hidden = torch.relu(ff.linear1(x.to(ff.linear1.weight.dtype))).double()  # (points, D_FF)
+    steps = hidden[:, 0::2] - hidden[:, 1::2]  # (points, LENGTH)
+    thresholds = table_thresholds().tolist()
+    if float(hidden[:, 1::2].abs().max()) <= 1e-9 and float(hidden[:, 0::2].abs().max()) > 0:
+        return (
+            "one ReLU per threshold: unit 2k alone, relu(u + 1/2), keeps growing as frac falls below the threshold, so "
+            "it is no step; subtract a second ReLU, unit 2k + 1 = relu(u - 1/2): their difference rises from 0 to 1 "
+            "and stays there"
+        )
+    w1, b1 = ff.linear1.weight.detach(), ff.linear1.bias.detach()
+    same = [torch.equal(w1[2 * k], w1[2 * k + 1]) and bool(b1[2 * k] == b1[2 * k + 1]) for k in range(LENGTH)]
+    if any(same) and float(steps.abs().max()) <= 1e-6:
+        return (
+            "your two ReLUs cancel: units 2k and 2k + 1 have the same weight and bias, so their difference, the step, is 0 "
+            "for every frac; unit 2k is relu(u + 1/2) (bias SHARPNESS * threshold + 1/2), unit 2k + 1 relu(u - 1/2) "
+            "(bias SHARPNESS * threshold - 1/2)"
+        )
+    if float(steps.max()) <= 1e-6 and float(steps.min()) < -0.9:
+        return (
+            "each step is upside down, 0 or -1: units 2k and 2k + 1 are swapped; unit 2k must be relu(u + 1/2) (the "
+            "larger bias, + 1/2) and unit 2k + 1 relu(u - 1/2)"
+        )
+    if float(steps.max()) > 1.01:
+        return (
+            f"a step rises above 1 (to {float(steps.max()):.3g}): the two ReLUs of a pair must have the same slope, "
+            "-SHARPNESS on frac, and biases 1 apart, so that their difference levels off at 1"
+        )
+    rising = [float(steps[-1, k]) > float(steps[0, k]) for k in range(LENGTH)]  # 1 at large frac: inverted
+    if all(rising):
+        return (
+            "your steps are inverted: step k is 1 when frac is *above* its threshold (the count is at most k) and 0 "
+            "below; with u = SHARPNESS (threshold - frac), the weight on frac is -SHARPNESS and the bias "
+            "SHARPNESS * threshold +- 1/2"
+        )
+    crossings = [_crossing(steps[:, k], grid) for k in range(LENGTH)]
+    if any(c is None for c in crossings):
+        missing = [k for k, c in enumerate(crossings) if c is None]
+        return (
+            f"step {missing[0]} never switches between 0 and 1 for frac in 0.05..1.2: its bias puts the switch far from "
+            f"the threshold {thresholds[missing[0]]:.4g}; the biases are SHARPNESS * threshold_k + 1/2 and - 1/2"
+        )
+    values = table_values().tolist()
+
+    def near(points: list[float], targets: list[float]) -> bool:
+        return all(abs(p - t) <= 4e-3 for p, t in zip(points, targets, strict=True))
+
+    if near(crossings, thresholds[::-1]):
+        return (
+            "the thresholds are reversed: step k switches at table_thresholds()[4 - k]; table_thresholds() is "
+            "decreasing, and step k belongs to thresholds[k], between 1/(k+1) and 1/(k+2) (units 2k and 2k + 1)"
+        )
+    if near(crossings[:-1], thresholds[1:]) or near(crossings[1:], thresholds[:-1]):
+        return (
+            "misaligned by one: step k switches at the threshold of step k +- 1; units 2k and 2k + 1 belong to "
+            "table_thresholds()[k]"
+        )
+    if near(crossings, values[1:]) or near(crossings, values[:-1]):
+        return (
+            "some steps sit on a table value instead of halfway between two: there frac is exactly on the ramp and "
+            "the step reads 1/2; the thresholds are table_thresholds(), halfway between neighbouring values"
+        )
+    widths = []
+    for k in range(LENGTH):
+        ramp = (steps[:, k] > 0.01) & (steps[:, k] < 0.99)
+        widths.append(float(grid[ramp].max() - grid[ramp].min()) if bool(ramp.any()) else 0.0)
+    if max(widths) > 0.02:
+        return (
+            f"the ramps are too gentle (up to {max(widths):.3g} wide in frac): neighbouring table values are only 1/30 "
+            "apart, so a step must rise within about 0.01: a slope of SHARPNESS = 100 on frac"
+        )
+    return (
+        f"step k switches at frac = {[round(c, 4) for c in crossings]}; it must switch at the thresholds "
+        f"{[round(t, 4) for t in thresholds]} (table_thresholds()), falling from 1 to 0 as frac rises"
+    )
+
+
+def _name_one_hot(ff: FeedForward, layout: Layout) -> str:
+    """Name what is wrong with ``linear2`` (reading right steps): count c must land in count slot c, one-hot."""
     count = layout.slot("count")
     x, counts = _table_inputs(layout, (0.0,), junk=False)
     y = _table_output(ff, x)  # (6, d)
+    rows = "; ".join(f"c={c}: {[round(v, 2) for v in y[c, count].tolist()]}" for c in range(LENGTH + 1))
+    for shift in (1, -1):
+        features = count.start + counts + shift
+        if bool(((features >= 0) & (features < layout.d_model)).all()):
+            moved = torch.zeros_like(y)
+            moved[torch.arange(len(counts)), features] = 1.0
+            if torch.allclose(y, moved, atol=1e-3):
+                edge = count.stop if shift > 0 else count.start - 1
+                return (
+                    f"one slot too {'far' if shift > 0 else 'early'}: count c lands in count slot c {'+' if shift > 0 else '-'} 1, "
+                    f"and count {LENGTH if shift > 0 else 0} in feature {edge} (layout.{_slot_of(edge, layout)}); one-hot c is "
+                    f"linear2's row layout.count.start + c"
+                )
     outside = [j for j in range(layout.d_model) if not count.start <= j < count.stop]
     stray = y[:, outside].abs().amax(0)
     if float(stray.max()) > 1e-3:
         slots = sorted({_slot_of(outside[int(j)], layout) for j in torch.nonzero(stray > 1e-3)})
         return f"it writes into {', '.join(f'layout.{s}' for s in slots)}; the table's answer goes into layout.count only"
     table = y[:, count]  # (6 counts, 6 slots)
-    if float((table - table[:1]).abs().max()) <= 1e-3:
-        read = sorted({_slot_of(int(j), layout) for j in torch.nonzero(ff.linear1.weight.detach().abs().sum(0))})
+    nonzero = table.abs() > 1e-3
+    if int(nonzero.any(0).sum()) == 1 and torch.allclose(table.sum(-1), counts.double(), atol=1e-3):
         return (
-            f"the output is the same for every frac (linear1 reads {', '.join(f'layout.{r}' for r in read) or 'nothing'}): "
-            "the hidden units must read layout.frac"
+            "you wrote the count as a number (the sum of the steps) into one feature: the output map reads a one-hot, "
+            "count slot c is 1 and the others 0; one-hot c = step c-1 - step c, so step k goes with -1 into slot k and "
+            "+1 into slot k + 1"
         )
     eye = torch.eye(LENGTH + 1, dtype=torch.float64)
-    rows = "; ".join(f"c={c}: {[round(v, 2) for v in table[c].tolist()]}" for c in range(LENGTH + 1))
-    clear = table.amax(-1) > 0.9  # rows with a clear answer
-    shifts = {(int(table[c].argmax()) - c) % (LENGTH + 1) for c in range(LENGTH + 1) if clear[c]}
-    if int(clear.sum()) >= LENGTH - 1 and shifts in ({1}, {LENGTH}):
-        shift = 1 if shifts == {1} else -1
-        return (
-            f"misaligned by one: count c lands in count slot c {'+' if shift > 0 else '-'} 1 (the hidden units or "
-            f"thresholds are shifted by one against the table's rows). Your table: {rows}"
-        )
     if torch.allclose(table, eye.flip(1), atol=1e-3):
         return f"reversed: count c lands in slot 5 - c; frac = 1/(1+c) is large when the count is small. Your table: {rows}"
     missing = torch.zeros_like(table)
@@ -697,16 +972,138 @@ def _name_table(ff: FeedForward, layout: Layout) -> str:
             "count 0 never gets its 1 (and the other counts get a -1 in slot 0): count 0's one-hot is 1 minus step 0, "
             "and that 1 comes from linear2's bias"
         )
-    halves = (table - 0.5).abs() <= 1e-2
-    if bool(halves.any()):
-        return f"some entries are 1/2: a step sits on a table value instead of halfway between two values. Your table: {rows}"
-    fractions = (table.abs() > 1e-2) & ((table - 1).abs() > 1e-2)
-    if bool(fractions.any()):
+    if bool((table < -0.5).any()):
         return (
-            f"some entries are neither 0 nor 1: a step is not flat at the table's values. Put each threshold halfway "
-            f"between two values and make the ramps steep (slope SHARPNESS = 100). Your table: {rows}"
+            "some entries are -1: the signs in linear2 are swapped. Step k (unit 2k minus unit 2k + 1) *leaves* count "
+            f"slot k (-1) and *enters* count slot k + 1 (+1). Your table: {rows}"
+        )
+    clear = table.amax(-1) > 0.9
+    shifts = {(int(table[c].argmax()) - c) % (LENGTH + 1) for c in range(LENGTH + 1) if clear[c]}
+    if int(clear.sum()) >= LENGTH - 1 and shifts in ({1}, {LENGTH}):
+        shift = 1 if shifts == {1} else -1
+        return (
+            f"misaligned by one: count c lands in count slot c {'+' if shift > 0 else '-'} 1 (the steps' units are "
+            f"paired with the wrong rows of linear2). Your table: {rows}"
         )
     return f"for frac = 1/(1+c) it writes count slots {rows}; expected one-hot c (c = 0..5)"
+
+
+def _name_table(ff: FeedForward, layout: Layout) -> str:
+    """The whole table: name the steps (linear1) if they are wrong, else the one-hot (linear2)."""
+    x, counts = _table_inputs(layout, (-0.004, 0.0, 0.004), junk=False)
+    if torch.allclose(_steps(ff, x), _expected_steps(counts), atol=1e-3):
+        return _name_one_hot(ff, layout)
+    reference = hand_block(layout).ff
+    write_one_hot(reference, layout)
+    if torch.allclose(ff.linear2.weight.detach().double(), reference.linear2.weight.detach().double()) and torch.allclose(
+        ff.linear2.bias.detach().double(), reference.linear2.bias.detach().double()
+    ):
+        return _name_steps(ff, layout)
+    # another pairing of units: judge the output
+    y = _table_output(ff, x)
+    expected = _expected_table(layout, counts)
+    exact_x, exact_counts = _table_inputs(layout, (0.0,), junk=False)
+    if torch.allclose(_table_output(ff, exact_x), _expected_table(layout, exact_counts), atol=1e-3):
+        worst = float((y - expected).abs().max())
+        return (
+            f"exact at frac = 1/(1+c), but 0.004 away from it (the leak of a soft selector) an output moves by {worst:.2g}: "
+            "the steps are not flat there"
+        )
+    named = _name_one_hot(ff, layout)
+    if not named.startswith("for frac"):
+        return named
+    return _name_steps(ff, layout) + f" (the table's output: {named.removeprefix('for frac = 1/(1+c) it writes count slots ')})"
+
+
+def _fresh_ff(layout: Layout) -> FeedForward:
+    return hand_block(layout).ff
+
+
+def _check_ff_part(ff: FeedForward, layout: Layout, part: str) -> None:
+    d = layout.d_model
+    _expect_shapes(
+        ff, {"linear1.weight": (D_FF, d), "linear1.bias": (D_FF,), "linear2.weight": (d, D_FF), "linear2.bias": (d,)}, part
+    )
+    if not all(torch.isfinite(p).all() for p in ff.parameters()):
+        raise ExerciseFailed(f"{part}: the weights hold NaN or inf")
+
+
+@exercise("the steps of the count table")
+def check_count_steps(write_steps) -> None:
+    """Check ``write_steps(ff, layout)``: ``linear1`` only; ``relu(h[2k]) - relu(h[2k+1])`` is 1 exactly when the count
+    exceeds k (``frac = 1/(1+c)``, and 0.004 off it)."""
+    part = "the steps (ff.linear1)"
+    for layout in (LAYOUT, SHUFFLED):
+        ff = _fresh_ff(layout)
+        label = _layout_label(layout)
+        _write(
+            write_steps,
+            ff,
+            layout,
+            what=f"a fresh block's ff = FeedForward({layout.d_model}, {D_FF}) of zeros, {label}",
+            part=part,
+        )
+        _check_ff_part(ff, layout, part)
+        written = _written(ff)
+        if not written:
+            raise ExerciseFailed(f"{part}: linear1 is still zero: every hidden unit is relu(0) = 0, so every step is 0")
+        if written - {"linear1.weight", "linear1.bias"}:
+            raise ExerciseFailed(
+                f"{part}: your function also writes linear2; this exercise writes only linear1 (the hidden units), the next "
+                "one linear2"
+            )
+        x, counts = _table_inputs(layout, (-0.004, 0.0, 0.004), junk=False)
+        if torch.allclose(_steps(ff, x), _expected_steps(counts), atol=1e-3):
+            junk_x, junk_counts = _table_inputs(layout, (-0.004, 0.0, 0.004), junk=True)
+            if not torch.allclose(_steps(ff, junk_x), _expected_steps(junk_counts), atol=1e-3):
+                read = sorted(_reads(ff.linear1.weight, layout) - {"frac"})
+                raise ExerciseFailed(
+                    f"{part}: right on clean inputs, but the steps change with {', '.join(f'layout.{r}' for r in read)}: "
+                    "linear1 should read layout.frac only"
+                )
+            continue
+        if layout is SHUFFLED:
+            raise ExerciseFailed(
+                f"{part}: right in the standard layout, wrong when the slots come in another order: your function uses "
+                "numbers for the residual's indices; index with layout.frac instead"
+            )
+        raise ExerciseFailed(f"{part}: {_name_steps(ff, layout)}")
+
+
+@exercise("the one-hot count")
+def check_count_one_hot(write_one_hot) -> None:
+    """Check ``write_one_hot(ff, layout)``: on the reference steps in ``linear1``, ``linear2`` (weight and bias) turns them
+    into ``count`` one-hot at c."""
+    part = "the one-hot (ff.linear2)"
+    for layout in (LAYOUT, SHUFFLED):
+        ff = _fresh_ff(layout)
+        write_steps(ff, layout)
+        before = {name: p.detach().clone() for name, p in ff.linear1.named_parameters()}
+        label = _layout_label(layout)
+        _write(
+            write_one_hot,
+            ff,
+            layout,
+            what=f"a block's ff = FeedForward({layout.d_model}, {D_FF}) whose linear1 holds the steps, {label}",
+            part=part,
+        )
+        _check_ff_part(ff, layout, part)
+        if any(not torch.equal(p.detach(), before[name]) for name, p in ff.linear1.named_parameters()):
+            raise ExerciseFailed(
+                f"{part}: your function changes linear1, which already holds the steps (the previous exercise); write "
+                "only linear2's weight and bias"
+            )
+        if not (_written(ff) - {"linear1.weight", "linear1.bias"}):
+            raise ExerciseFailed(f"{part}: linear2 is still zero: the layer adds nothing to the residual stream")
+        x, counts = _table_inputs(layout, (-0.004, 0.0, 0.004), junk=False)
+        if torch.allclose(_table_output(ff, x), _expected_table(layout, counts), atol=1e-3):
+            continue
+        if layout is SHUFFLED:
+            raise ExerciseFailed(
+                f"{part}: right in the standard layout, wrong when the slots come in another order: your function uses "
+                "numbers for the residual's indices; index with layout.count instead"
+            )
+        raise ExerciseFailed(f"{part}: {_name_one_hot(ff, layout)}")
 
 
 @exercise("the feed-forward lookup table")
@@ -714,7 +1111,7 @@ def check_count_table(write_count_table) -> None:
     """Check ``write_count_table(ff, layout)``: ``frac = 1/(1+c)`` (and 0.004 off it) -> ``count`` one-hot at c."""
     part = "the lookup table (ff.linear1, ff.linear2)"
     for layout in (LAYOUT, SHUFFLED):
-        ff = hand_block(layout).ff
+        ff = _fresh_ff(layout)
         label = _layout_label(layout)
         _write(
             write_count_table,
@@ -723,16 +1120,9 @@ def check_count_table(write_count_table) -> None:
             what=f"a fresh block's ff = FeedForward({layout.d_model}, {D_FF}) of zeros, {label}",
             part=part,
         )
-        d = layout.d_model
-        _expect_shapes(
-            ff,
-            {"linear1.weight": (D_FF, d), "linear1.bias": (D_FF,), "linear2.weight": (d, D_FF), "linear2.bias": (d,)},
-            part,
-        )
+        _check_ff_part(ff, layout, part)
         if not _written(ff):
             raise ExerciseFailed(f"{part}: linear1 and linear2 are still zero: the layer writes nothing")
-        if not all(torch.isfinite(p).all() for p in ff.parameters()):
-            raise ExerciseFailed(f"{part}: the weights hold NaN or inf")
         x, counts = _table_inputs(layout, (-0.004, 0.0, 0.004), junk=False)
         y = _table_output(ff, x)
         expected = _expected_table(layout, counts)
@@ -751,13 +1141,5 @@ def check_count_table(write_count_table) -> None:
             raise ExerciseFailed(
                 f"{part}: right in the standard layout, wrong when the slots come in another order: your function uses "
                 "numbers for the residual's indices; index with layout.frac and layout.count instead"
-            )
-        exact_x, exact_counts = _table_inputs(layout, (0.0,), junk=False)
-        if torch.allclose(_table_output(ff, exact_x), _expected_table(layout, exact_counts), atol=1e-3):
-            worst = float((y - expected).abs().max())
-            raise ExerciseFailed(
-                f"{part}: exact at frac = 1/(1+c), but 0.004 away from it (the leak of a soft selector) an output moves "
-                f"by {worst:.2g}: the steps are not flat there. Put each threshold halfway between two table values and "
-                f"make the ramps steep (slope SHARPNESS = 100: 1/100 wide, while neighbouring values are at least 1/30 apart)"
             )
         raise ExerciseFailed(f"{part}: {_name_table(ff, layout)}")

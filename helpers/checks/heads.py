@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from helpers.attention import head_scores as _scores  # the reference: unflatten + einsum
-from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, expect_shape, expect_tensor
+from helpers.checks._core import ExerciseFailed, call_attempt, exercise, expect_close, expect_shape, expect_tensor
 
 __all__ = ["check_head_scores", "check_multi_head_columns"]
 
@@ -108,7 +108,7 @@ def check_head_scores(head_scores) -> None:
         label = f"queries of shape {(batch, n, d_model)}, keys of shape {(batch, m, d_model)} and num_heads={heads}"
         name = f"head_scores on {label}"
         try:
-            out = expect_tensor(call(head_scores, q, k, heads, what=label), f"head_scores(queries, keys, {heads})")
+            out = expect_tensor(call_attempt(head_scores, q, k, heads, what=label), f"head_scores(queries, keys, {heads})")
         except ExerciseFailed as err:
             message = str(err)
             if "unflatten" in message and "dim 1 " in message:
@@ -182,7 +182,7 @@ def check_multi_head_columns(multi_head_columns) -> None:
         label = f"X of shape {(d_model, n)}, four ({d_model}, {d_model}) weights and num_heads={heads}"
         name = f"multi_head_columns on {label}"
         try:
-            out = expect_tensor(call(multi_head_columns, *args, heads, what=label), "H")
+            out = expect_tensor(call_attempt(multi_head_columns, *args, heads, what=label), "H")
         except ExerciseFailed as err:
             message = str(err)
             if "batch2 tensor" in message:

@@ -20,7 +20,7 @@ from helpers.attention import merge_heads as _merge_reference
 from helpers.attention import split_heads as _split_reference
 from helpers.checks._core import (
     ExerciseFailed,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_shape,
@@ -145,7 +145,7 @@ def check_split_heads(split_heads) -> None:
         x = torch.randn(batch, n, d_model, dtype=torch.float64)
         label = f"x of shape {(batch, n, d_model)} and num_heads={heads}"
         try:
-            out = expect_tensor(call(split_heads, x, heads, what=label), f"split_heads(x, {heads})")
+            out = expect_tensor(call_attempt(split_heads, x, heads, what=label), f"split_heads(x, {heads})")
         except ExerciseFailed as err:
             message = str(err)
             if "unflatten" in message and "dim 1 " in message:
@@ -171,7 +171,7 @@ def check_split_heads(split_heads) -> None:
         if not torch.allclose(out.detach().double(), expected, atol=1e-12, rtol=0):
             # Name the known mistakes first, then say where entries went.
             _raise_if_known(out, expected, mistakes, name)
-            out_coded = call(split_heads, coded, heads, what=label)
+            out_coded = call_attempt(split_heads, coded, heads, what=label)
             out_coded = expect_tensor(out_coded, "split_heads(x)").detach().double()
             if out_coded.shape == expected.shape:
                 where = _where_from(
@@ -192,7 +192,7 @@ def check_merge_heads(merge_heads) -> None:
         x = torch.randn(batch, heads, n, d_k, dtype=torch.float64)
         label = f"x of shape {(batch, heads, n, d_k)}"
         name = f"merge_heads on {label}"
-        out = expect_tensor(call(merge_heads, x, what=label), "merge_heads(x)")
+        out = expect_tensor(call_attempt(merge_heads, x, what=label), "merge_heads(x)")
         expected = _merge_reference(x)
         got = tuple(out.shape)
         if got != tuple(expected.shape):
@@ -227,7 +227,7 @@ def check_merge_heads(merge_heads) -> None:
         if not torch.allclose(out.detach().double(), expected, atol=1e-12, rtol=0):
             _raise_if_known(out, expected, mistakes, name)
             coded = _split_reference(_coded(batch, n, d_model), heads).contiguous()  # (batch, heads, n, d_k)
-            out_coded = expect_tensor(call(merge_heads, coded, what=label), "merge_heads(x)").detach().double()
+            out_coded = expect_tensor(call_attempt(merge_heads, coded, what=label), "merge_heads(x)").detach().double()
             if out_coded.shape == expected.shape:
                 where = _where_from(
                     out_coded,

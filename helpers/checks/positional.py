@@ -3,7 +3,11 @@
 - ``check_positional_encoding(fn)``: ``fn(max_len, d_model) -> (max_len, d_model)``,
   PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle);
 - ``check_layer_norm(fn)``: ``fn(x, gamma, beta, eps=1e-5)`` over the last axis,
-  compared with ``torch.nn.functional.layer_norm``.
+  compared with ``torch.nn.functional.layer_norm``;
+- ``check_shift_matrix(fn)``: ``fn(k, d_model) -> (d_model, d_model)``, the block-diagonal rotation
+  ``M_k`` with ``PE(p + k) = M_k @ PE(p)``;
+- ``check_batch_norm(fn)``: ``fn(x, eps=1e-5)`` for ``(batch, tokens, features)``, each feature normalised over
+  the batch and the tokens, compared with ``nn.BatchNorm1d(affine=False)`` in training mode.
 """
 
 from __future__ import annotations
@@ -12,18 +16,20 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+from helpers.blocks import batch_norm as _batch_norm_reference
+from helpers.blocks import shift_matrix as _shift_reference
 from helpers.checks._core import (
     ExerciseFailed,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_shape,
     expect_tensor,
 )
 
-__all__ = ["check_positional_encoding", "check_layer_norm"]
+__all__ = ["check_positional_encoding", "check_layer_norm", "check_shift_matrix", "check_batch_norm"]
 
 
 # ------------------------------------------------------------------ positional encoding
@@ -169,7 +175,7 @@ def check_positional_encoding(sinusoidal_positional_encoding) -> None:
         label = f"max_len={max_len}, d_model={d_model}"
         name = f"sinusoidal_positional_encoding({max_len}, {d_model})"
         try:
-            out = expect_tensor(call(sinusoidal_positional_encoding, max_len, d_model, what=label), name)
+            out = expect_tensor(call_attempt(sinusoidal_positional_encoding, max_len, d_model, what=label), name)
         except ExerciseFailed as err:
             message = str(err)
             if "cannot be broadcast to indexing result" in message or "expanded size of the tensor" in message:
@@ -310,7 +316,7 @@ def _ln_diagnosis(out: Tensor, x: Tensor, gamma: Tensor, beta: Tensor, eps: floa
 
 def _ln_call(fn, *args, what: str, **kwargs) -> Tensor:
     try:
-        return call(fn, *args, what=what, **kwargs)
+        return call_attempt(fn, *args, what=what, **kwargs)
     except ExerciseFailed as err:
         message = str(err)
         if "must match the size" in message or "expanded size" in message:
@@ -367,3 +373,227 @@ def check_layer_norm(layer_norm) -> None:
             if "differs from the reference" not in str(err):
                 raise
             raise ExerciseFailed(f"{err}. {_ln_diagnosis(out, xi.double(), g.double(), b.double(), e)}") from None
+
+
+# ------------------------------------------------------------------ the shift matrix M_k
+
+
+def _shift(
+    k: int,
+    d_model: int,
+    *,
+    freq=None,
+    layout: str = "interleaved",
+    block: str = "rotation",
+    angle_scale: float = 1.0,
+) -> Tensor:
+    """``M_k``, correct by default; the keyword arguments reproduce typical slips.
+
+    ``freq(i)`` gives pair i's frequency (default 10000^(-2i/d)); ``layout`` "halves" couples feature i with
+    i + d/2; ``block`` is the 2 x 2 block's pattern: "rotation" [[c, s], [-s, c]], "transposed" [[c, -s], [s, c]],
+    "swapped" [[s, c], [-c, s]], "diagonal" [[c, 0], [0, c]], "same_sign" [[c, s], [s, c]].
+    """
+    i = torch.arange(d_model // 2, dtype=torch.float64)  # (d/2,)
+    w = 10000.0 ** (-2 * i / d_model) if freq is None else freq(i)
+    c, s = torch.cos(k * w * angle_scale), torch.sin(k * w * angle_scale)  # (d/2,) each
+    z = torch.zeros_like(c)
+    entries = {
+        "rotation": (c, s, -s, c),
+        "transposed": (c, -s, s, c),
+        "swapped": (s, c, -c, s),
+        "diagonal": (c, z, z, c),
+        "same_sign": (c, s, s, c),
+    }[block]
+    first = torch.arange(0, d_model, 2) if layout == "interleaved" else torch.arange(d_model // 2)
+    second = first + 1 if layout == "interleaved" else first + d_model // 2
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[first, first], M[first, second], M[second, first], M[second, second] = entries
+    return M
+
+
+def _shift_mistakes(k: int, d_model: int) -> dict[str, Tensor]:
+    return {
+        "your M_k is the transpose of the right one: it turns each pair backwards and maps PE(p + k) to PE(p) "
+        "(M_k^T = M_{-k}). In the block of pair i the sine row is [cos(k w_i), sin(k w_i)] and the cosine row "
+        "[-sin(k w_i), cos(k w_i)]; if you derived the row-vector form PE(p) @ M, transpose it, since the exercise asks "
+        "for M_k @ PE(p)": _shift(k, d_model, block="transposed"),
+        "cos and sin are swapped in the blocks: the diagonal of each 2 x 2 block holds cos(k w_i) (a shift by 0 must give "
+        "the identity), the off-diagonal entries +sin(k w_i) above and -sin(k w_i) below": _shift(k, d_model, block="swapped"),
+        "the off-diagonal entries are missing: each 2 x 2 block is a rotation, [[cos(k w_i), sin(k w_i)], "
+        "[-sin(k w_i), cos(k w_i)]], not cos(k w_i) alone": _shift(k, d_model, block="diagonal"),
+        "both off-diagonal entries have the same sign: a rotation has +sin(k w_i) above the diagonal (sine row) and "
+        "-sin(k w_i) below it (cosine row), from sin(a + b) = sin a cos b + cos a sin b and "
+        "cos(a + b) = cos a cos b - sin a sin b": _shift(k, d_model, block="same_sign"),
+        "the shift k is not used: every block turns by w_i, the angle of a single step; a shift by k turns pair i by "
+        "k w_i": _shift(1, d_model),
+        "every pair turns by k radians: pair i turns at its own frequency, by k w_i with w_i = 10000^(-2i / d_model)": _shift(
+            k, d_model, freq=lambda i: torch.ones_like(i)
+        ),
+        "the frequencies miss the factor 2 in the exponent: w_i = 10000^(-2i / d_model) with i the pair index": _shift(
+            k, d_model, freq=lambda i: 10000.0 ** (-i / d_model)
+        ),
+        "the pair index is doubled twice: when i already steps by 2 (range(0, d_model, 2), the 2i of the formula), "
+        "the frequency is 10000^(-i / d_model), not 10000^(-2 * i / d_model)": _shift(
+            k, d_model, freq=lambda i: 10000.0 ** (-4 * i / d_model)
+        ),
+        "the blocks couple feature i with feature i + d_model/2 (the 'all sines, then all cosines' layout); in the "
+        "interleaved encoding pair i is features 2i (sin) and 2i + 1 (cos)": _shift(k, d_model, layout="halves"),
+        "the angles are in degrees: torch.sin and torch.cos take radians, so use k * w_i as it is": _shift(
+            k, d_model, angle_scale=torch.pi / 180
+        ),
+    }
+
+
+def _shift_blocks_wrong(out: Tensor, expected: Tensor) -> str:
+    """Which 2 x 2 blocks (pairs) differ, and whether anything lies off the block diagonal."""
+    d = expected.shape[0]
+    diff = (out.detach().double().cpu() - expected).abs() > 1e-4
+    pairs = sorted({int(r) // 2 for r, c in torch.nonzero(diff).tolist() if int(r) // 2 == int(c) // 2})
+    off = int(sum(1 for r, c in torch.nonzero(diff).tolist() if int(r) // 2 != int(c) // 2))
+    parts = []
+    if pairs:
+        parts.append(f"the 2 x 2 blocks of pairs {pairs[:8]}{'...' if len(pairs) > 8 else ''} are wrong")
+    if off:
+        parts.append(f"{off} entries off the block diagonal are not 0 (M_k only couples features 2i and 2i + 1 of the same pair)")
+    return "; ".join(parts) + f" (d_model = {d})"
+
+
+@exercise("the shift matrix M_k")
+def check_shift_matrix(shift_matrix) -> None:
+    """Check ``shift_matrix(k, d_model)`` -> ``(d_model, d_model)`` with ``PE(p + k) = M_k @ PE(p)`` for every p."""
+    for k, d_model in ((5, 16), (2, 6), (1, 4), (7, 12)):
+        label = f"k={k}, d_model={d_model}"
+        name = f"shift_matrix({k}, {d_model})"
+        out = expect_tensor(call_attempt(shift_matrix, k, d_model, what=label), name)
+        if not out.is_floating_point():
+            raise ExerciseFailed(f"{name} has dtype {out.dtype}; return a floating-point matrix (float64 is best)")
+        expected = _shift_reference(k, d_model)  # (d_model, d_model), float64
+        got = tuple(out.shape)
+        if got != (d_model, d_model):
+            hints = {
+                (d_model // 2, 2, 2): "you returned the d_model/2 blocks stacked; put them on the diagonal of one "
+                "(d_model, d_model) matrix, e.g. torch.block_diag(*blocks)",
+                (2, 2): "that is one 2 x 2 block; M_k holds one block per pair, d_model/2 of them on its diagonal",
+                (d_model // 2, d_model // 2): "that has one row per pair; M_k acts on all d_model features, one 2 x 2 "
+                "block per pair on its diagonal",
+            }
+            if got in hints:
+                raise ExerciseFailed(f"{name} has shape {got}, expected {(d_model, d_model)}: {hints[got]}")
+            if len(got) == 2 and got[1] == d_model:
+                raise ExerciseFailed(
+                    f"{name} has shape {got}: a table of encodings? Return the matrix M_k, (d_model, d_model), "
+                    "such that M_k @ PE(p) = PE(p + k)"
+                )
+            expect_shape(out, (d_model, d_model), name)
+        out_d = out.detach().double().cpu()
+        if torch.allclose(out_d, torch.eye(d_model, dtype=torch.float64), atol=1e-6):
+            raise ExerciseFailed(
+                f"{name} is the identity matrix, which shifts by 0: pair i must turn by k w_i, with the block "
+                "[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]"
+            )
+        try:
+            expect_close(out, expected, name, atol=1e-9, rtol=1e-9, mistakes=_shift_mistakes(k, d_model))
+        except ExerciseFailed as err:
+            if "differs from the reference" not in str(err):
+                raise
+            pe = _pe(12 + k, d_model)  # (12 + k, d_model)
+            moved = (pe[:12] @ out_d.T - pe[k:]).abs().max().item()  # row p: M_k @ PE(p) - PE(p + k)
+            where = _shift_blocks_wrong(out, expected)
+            raise ExerciseFailed(
+                f"{err}. {where[0].upper()}{where[1:]}; M_k @ PE(p) misses PE(p + k) by up to {moved:.3g}"
+            ) from None
+
+
+# ------------------------------------------------------------------ batch norm over (batch, tokens, features)
+
+
+def _bn_over(x: Tensor, axes, eps: float, *, unbiased: bool = False, where: str = "inside", centre: bool = True) -> Tensor:
+    mean = x.mean(axes, keepdim=True)
+    var = x.var(axes, keepdim=True, unbiased=unbiased)
+    num = x - mean if centre else x
+    if where == "inside":
+        return num / torch.sqrt(var + eps)
+    if where == "outside":
+        return num / (torch.sqrt(var) + eps)
+    if where == "none":
+        return num / torch.sqrt(var)
+    return num / (var + eps)  # "variance": divided by the variance itself
+
+
+def _bn_mistakes(x: Tensor, eps: float) -> dict[str, Tensor]:
+    return {
+        "each token was normalised over its own features (the last axis): that is layer norm. Batch norm gives each "
+        "*feature* one mean and variance, over the batch and the tokens: x.mean(dim=(0, 1), keepdim=True)": _bn_over(x, -1, eps),
+        "normalised over the batch only (axis 0), so each (token, feature) has its own statistics; batch norm pools the "
+        "batch and the tokens, axes (0, 1), as nn.BatchNorm1d does on (batch, features, tokens)": _bn_over(x, 0, eps),
+        "normalised over the tokens only (axis 1), so each sequence has its own statistics; batch norm pools the batch "
+        "and the tokens, axes (0, 1)": _bn_over(x, 1, eps),
+        "statistics per token over the batch and the features (axes 0 and 2): nn.BatchNorm1d reads axis 1 as the "
+        "features (channels), so transpose x to (batch, features, tokens) first, and back afterwards": _bn_over(x, (0, 2), eps),
+        "the whole tensor was normalised with one mean and one variance; batch norm has one per feature, over axes (0, 1)": (
+            _bn_over(x, (0, 1, 2), eps)
+        ),
+        "the variance is unbiased (divides by N - 1); batch norm normalises with the biased variance, "
+        "x.var(dim=(0, 1), unbiased=False)": _bn_over(x, (0, 1), eps, unbiased=True),
+        "eps is added outside the square root; it belongs inside: (x - mean) / sqrt(var + eps)": _bn_over(
+            x, (0, 1), eps, where="outside"
+        ),
+        "eps is missing: divide by sqrt(var + eps)": _bn_over(x, (0, 1), eps, where="none"),
+        "the centred x is divided by the variance; divide by the standard deviation, sqrt(var + eps)": _bn_over(
+            x, (0, 1), eps, where="variance"
+        ),
+        "the mean is not subtracted: (x - mean) / sqrt(var + eps)": _bn_over(x, (0, 1), eps, centre=False),
+        "that is nn.BatchNorm1d in eval mode with fresh running statistics (mean 0, variance 1), so x comes back almost "
+        "unchanged; in training mode batch norm uses the statistics of the batch it is given (call .train(), or compute "
+        "the mean and variance over axes (0, 1))": x / math.sqrt(1 + eps),
+    }
+
+
+@exercise("batch norm over the batch and the tokens")
+def check_batch_norm(batch_norm) -> None:
+    """Check ``batch_norm(x, eps=1e-5)`` on ``(batch, tokens, features)`` against ``nn.BatchNorm1d(affine=False)``."""
+    x = 2.0 * torch.randn(2, 3, 5, dtype=torch.float64) + torch.randn(5, dtype=torch.float64)  # (2, 3, 5)
+    x_tiny = 0.003 * torch.randn(3, 2, 4, dtype=torch.float64)  # variance ~1e-5, as large as eps
+    cases = [
+        ("x (2, 3, 5) with the default eps", x, None),
+        ("x (2, 3, 5) with eps=0.5", x, 0.5),
+        ("x (4, 6, 3)", torch.randn(4, 6, 3, dtype=torch.float64) * 3 - 1, None),
+        ("x (3, 2, 4) of tiny variance (~1e-5, as large as eps)", x_tiny, None),
+        ("a float32 x (2, 3, 5)", x.float(), None),
+    ]
+    for label, xi, eps in cases:
+        kwargs = {} if eps is None else {"eps": eps}
+        e = 1e-5 if eps is None else eps
+        name = f"batch_norm on {label}"
+        try:
+            out = expect_tensor(call_attempt(batch_norm, xi.clone(), what=label, **kwargs), name)
+        except ExerciseFailed as err:
+            message = str(err)
+            if "running_mean should contain" in message or "expected input" in message.lower() and "channels" in message:
+                raise ExerciseFailed(
+                    f"{message.rstrip('.')}. nn.BatchNorm1d(C) wants the features on axis 1, (batch, features, tokens): "
+                    "transpose x with x.transpose(1, 2), normalise, and transpose back"
+                ) from None
+            raise
+        batch, n, d = xi.shape
+        bn = nn.BatchNorm1d(d, affine=False, eps=e, dtype=torch.float64).train()
+        with torch.no_grad():
+            expected = bn(xi.double().transpose(1, 2)).transpose(1, 2)  # (batch, n, d)
+        got = tuple(out.shape)
+        if got != (batch, n, d):
+            hints = {
+                (batch, d, n): "that is nn.BatchNorm1d's layout (batch, features, tokens): transpose the result back to "
+                "(batch, tokens, features)",
+                (d,): "that is one number per feature (a statistic?); return the normalised x, same shape as x",
+                (1, 1, d): "that is one number per feature (a statistic?); return the normalised x, same shape as x",
+                (batch * n, d): "the batch and token axes were flattened into one; reshape the result back to x's shape",
+            }
+            if got in hints:
+                raise ExerciseFailed(f"{name} has shape {got}, expected {(batch, n, d)}: {hints[got]}")
+            expect_shape(out, (batch, n, d), name)
+        mistakes = _bn_mistakes(xi.double(), e)
+        if eps is not None:
+            mistakes["the `eps` argument is ignored (the default 1e-5 was used): use the eps you are given"] = (
+                _batch_norm_reference(xi.double(), 1e-5)
+            )
+        expect_close(out, expected, name, atol=1e-8, rtol=1e-6, mistakes=mistakes)

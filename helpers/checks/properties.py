@@ -11,22 +11,32 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention import attention_with_positions
 from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_tensor,
     is_unattempted,
 )
 
-# The references (hard_attention_beta, permutation_projections, conv_head_weights, attention_with_positions)
-# stay module attributes: exported, a star import would overwrite a student's function of the same name.
-__all__ = ["check_hard_attention_beta", "check_permutation_projections", "check_conv_head_weights"]
+# The references (hard_attention_beta, permutation_projections, conv_head_weights, attention_with_positions,
+# helpers.attention's softargmax_attention and softmax_backward) stay module attributes: exported, a star import would
+# overwrite a student's function of the same name.
+__all__ = [
+    "check_attend",
+    "check_hard_attention_beta",
+    "check_softmax_backward",
+    "check_permutation_projections",
+    "check_conv_head_weights",
+]
+
+call = call_attempt  # a stub's NotImplementedError left in one branch of a written function is a named failure
 
 
 def permutation_projections(perm: Tensor, d: int, strength: float = 30.0) -> tuple[Tensor, Tensor, Tensor]:
@@ -36,13 +46,13 @@ def permutation_projections(perm: Tensor, d: int, strength: float = 30.0) -> tup
     (i, perm[i]) scores high. W_V copies the content features and drops the positions.
     """
     perm = torch.as_tensor(perm)
-    n = perm.numel()
-    W_Q = torch.zeros(d + n, n, dtype=torch.float64)
-    W_Q[d + torch.arange(n), perm] = strength  # position i -> e_perm[i]
-    W_K = torch.zeros(d + n, n, dtype=torch.float64)
-    W_K[d:] = strength * torch.eye(n, dtype=torch.float64)  # position j -> e_j
-    W_V = torch.zeros(d + n, d, dtype=torch.float64)
-    W_V[:d] = torch.eye(d, dtype=torch.float64)  # content only
+    n, like = perm.numel(), {"dtype": torch.float64, "device": perm.device}
+    W_Q = torch.zeros(d + n, n, **like)
+    W_Q[d + torch.arange(n, device=perm.device), perm] = strength  # position i -> e_perm[i]
+    W_K = torch.zeros(d + n, n, **like)
+    W_K[d:] = strength * torch.eye(n, **like)  # position j -> e_j
+    W_V = torch.zeros(d + n, d, **like)
+    W_V[:d] = torch.eye(d, **like)  # content only
     return W_Q, W_K, W_V
 
 
@@ -52,7 +62,7 @@ def conv_head_weights(conv: nn.Conv1d) -> tuple[Tensor, Tensor]:
     Head h attends to offset ``h - kernel_size // 2``; its values are ``x @ conv.weight[:, :, h].T``.
     """
     weight = conv.weight.detach()  # (d_out, d_in, kernel_size)
-    bias = conv.bias.detach() if conv.bias is not None else torch.zeros(weight.shape[0], dtype=weight.dtype)
+    bias = conv.bias.detach() if conv.bias is not None else torch.zeros(weight.shape[0], dtype=weight.dtype, device=weight.device)
     return weight.permute(2, 1, 0), bias  # (kernel_size, d_in, d_out), (d_out,)
 
 
@@ -67,6 +77,172 @@ def hard_attention_beta(scores: Tensor, eps: float = 0.01) -> float:
     if gap == 0:
         return math.inf
     return math.log((len(scores) - 1) / eps) / gap
+
+
+# ---------------------------------------------------------------- attention with an inverse temperature
+
+_ATTEND_SHAPES = (
+    "In this layout keys, values and queries are columns: K (..., d, m), V (..., d_v, m), Q (..., d, n); the scores are "
+    "K^T Q, (..., m, n): transpose the last two axes of K with K.mT or K.transpose(-2, -1) (K.T reverses every axis of a "
+    "batched tensor), and H = V @ weights is (..., d_v, n)"
+)
+
+
+def _attend_variants(beta: float, K: Tensor, V: Tensor, Q: Tensor) -> dict[str, Tensor | None]:
+    """Weights ``(..., m, n)`` that the typical wrong versions of ``attend`` give (float64; None where undefined)."""
+    S = K.mT @ Q  # (..., m, n)
+    d = K.shape[-2]
+
+    def over_keys(scores: Tensor) -> Tensor:
+        return torch.softmax(scores, dim=-2)
+
+    exps = torch.exp(beta * S)
+    shift_rows = torch.exp(beta * S - (beta * S).amax(-1, keepdim=True))  # the maximum over the queries
+    variants: dict[str, Tensor | None] = {
+        "exp overflowed at a large beta (beyond 709 in float64, 88 in float32): subtract each column's maximum before exp, "
+        "or use torch.softmax(beta * scores, dim=-2)": exps / exps.sum(-2, keepdim=True),
+        "the softmax runs over the queries (dim=-1), so each key's weights sum to 1; in this layout each column is one "
+        "query, and its weights over the keys (the rows) must sum to 1: softmax(..., dim=-2)": torch.softmax(beta * S, dim=-1),
+        "beta is ignored: it multiplies the scores, softmax(beta * K^T Q)": over_keys(S) if beta != 1 else None,
+        "the scores are divided by beta; beta is an inverse temperature and multiplies them, softmax(beta * K^T Q)": (
+            over_keys(S / beta) if beta not in (0.0, 1.0) else None
+        ),
+        "the scores are scaled twice: beta already is the scale (a transformer's beta is 1/sqrt(d)), so do not also divide "
+        "by sqrt(d); softmax(beta * K^T Q)": over_keys(beta * S / math.sqrt(d)),
+        "the scores are divided by sqrt(d) instead of multiplied by beta: use the `beta` you are given": over_keys(
+            S / math.sqrt(d)
+        ),
+        "the sign of beta is flipped: softmax(-beta * K^T Q) favours the keys that match the query least": (
+            over_keys(-beta * S) if beta != 0 else None
+        ),
+        "the softmax normalises the whole matrix at once (exp(s) / exp(s).sum()); each column (one query) is normalised "
+        "on its own, over the keys: dim=-2": exps / exps.sum(dim=(-2, -1), keepdim=True),
+        "there is no softmax: the weights are the scores beta * K^T Q themselves; apply softmax over the keys (dim=-2)": beta * S,
+        "the exponentials are not normalised: divide by their sum over the keys (or use torch.softmax(..., dim=-2))": exps,
+        "the exponential is missing: softmax divides exp(beta s) by its sum over the keys, not beta s by its sum": (
+            (beta * S) / (beta * S).sum(-2, keepdim=True) if beta != 0 else None
+        ),
+        "the maximum subtracted before exp is taken over the queries (a different constant for every key), which changes "
+        "the weights; subtract each column's maximum over the keys, .amax(dim=-2, keepdim=True), or use torch.softmax": (
+            shift_rows / shift_rows.sum(-2, keepdim=True)
+        ),
+    }
+    if S.dim() == 3:
+        variants[
+            "the softmax runs over axis 0, the batch axis of a batched input; count the axes from the end: the keys are "
+            "axis -2 (dim=-2)"
+        ] = torch.softmax(beta * S, dim=0)
+    return variants
+
+
+def _call_attend(attend, beta: float, K: Tensor, V: Tensor, Q: Tensor, label: str, passed_2d: bool) -> object:
+    """The student's attend, with the batched-transpose slip named (K.T reverses every axis of a 3-D tensor)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = call(attend, beta, K.clone(), V.clone(), Q.clone(), what=label)
+        except ExerciseFailed as err:
+            message = str(err)
+            uses_T = any("x.T" in str(w.message) for w in caught)
+            if "raised" in message and (uses_T or "must match the size" in message or "multiplied" in message):
+                where = (
+                    " Your function works for single matrices but not for a batch: K.T reverses every axis of a batched "
+                    "tensor (PyTorch warns about it); use K.mT or K.transpose(-2, -1)"
+                    if passed_2d and K.dim() == 3
+                    else ""
+                )
+                raise ExerciseFailed(f"{message}.{where} {_ATTEND_SHAPES}") from None
+            raise
+    if any("x.T" in str(w.message) for w in caught) and K.dim() == 3:
+        result = ("x.T", result)  # checked below: a batched K.T never gives the right scores
+    return result
+
+
+@exercise("attention with an inverse temperature")
+def check_attend(attend) -> None:
+    """Check ``attend(beta, K, V, Q) -> (H, weights)``: ``H = V softargmax_beta(K^T Q)``, vectors as columns.
+
+    K ``(..., d, m)``, V ``(..., d_v, m)``, Q ``(..., d, n)``; the weights ``(..., m, n)`` are a softmax over the keys
+    (each column sums to 1) of ``beta * K^T Q``. Compared with ``F.scaled_dot_product_attention`` on the transposes.
+    """
+    if is_unattempted(attend):
+        raise NotAttempted("attend is still `...`")
+    d, m, d_v, n = 3, 5, 4, 2  # distinct sizes, so that a swapped axis shows
+    K, V, Q = (torch.randn(*shape, dtype=torch.float64) for shape in ((d, m), (d_v, m), (d, n)))
+    Kb, Vb, Qb = (torch.randn(2, *shape, dtype=torch.float64) for shape in ((d, m), (d_v, m), (d, n)))
+    K_big = torch.randn(d, m, dtype=torch.float64) * 4
+    cases = [
+        (f"beta = 0.7, K ({d}, {m}), V ({d_v}, {m}), Q ({d}, {n})", 0.7, K, V, Q),
+        (f"beta = 1.3 and a batch: K (2, {d}, {m}), V (2, {d_v}, {m}), Q (2, {d}, {n})", 1.3, Kb, Vb, Qb),
+        ("beta = 0 (every weight should be 1/m)", 0.0, K, V, Q),
+        ("beta = 60 with scores of about ±20 (beta times a score beyond exp's range)", 60.0, K_big, V, Q * 3),
+        ("beta = 0.5 and float32 tensors (a batch)", 0.5, Kb.float(), Vb.float(), Qb.float()),
+    ]
+    passed_2d = False
+    for label, beta, K, V, Q in cases:
+        result = _call_attend(attend, beta, K, V, Q, f"{label}", passed_2d)
+        used_T = isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str)
+        if used_T:
+            result = result[1]
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise ExerciseFailed(f"with {label}: return the pair (H, weights), got {type(result).__name__}")
+        H, weights = (expect_tensor(t, name) for t, name in zip(result, ("H", "weights"), strict=True))
+        K64, V64, Q64 = K.double(), V.double(), Q.double()
+        expected_w = torch.softmax(beta * (K64.mT @ Q64), dim=-2)  # (..., m, n)
+        expected_H = F.scaled_dot_product_attention(Q64.mT, K64.mT, V64.mT, scale=beta).mT  # (..., d_v, n)
+        mm, nn_, dv = K.shape[-1], Q.shape[-1], V.shape[-2]
+        if tuple(H.shape) == tuple(expected_w.shape) and tuple(weights.shape) == tuple(expected_H.shape):
+            raise ExerciseFailed(f"with {label}: H and weights are swapped; return (H, weights)")
+        if tuple(weights.shape) == tuple(expected_w.mT.shape) and mm != nn_:
+            extra = (
+                "; they are the right numbers, transposed"
+                if torch.allclose(weights.double(), expected_w.mT, atol=1e-5, rtol=1e-4)
+                else ""
+            )
+            raise ExerciseFailed(
+                f"with {label}: the weights have shape {tuple(weights.shape)}, queries by keys (the rows layout){extra}; in "
+                f"this layout they are K^T Q's shape, (..., m, n) = {tuple(expected_w.shape)}: one row per key, one column "
+                "per query"
+            )
+        if tuple(H.shape) == tuple(expected_H.mT.shape) and dv != nn_:
+            raise ExerciseFailed(
+                f"with {label}: H has shape {tuple(H.shape)}, one row per query (the rows layout); in this layout H keeps "
+                f"one column per query, (..., d_v, n) = {tuple(expected_H.shape)}: H = V @ weights"
+            )
+        if used_T and not torch.allclose(weights.double(), expected_w, atol=1e-5, rtol=1e-4):
+            raise ExerciseFailed(
+                f"with {label}: your function uses .T on a batched tensor, which reverses every axis (batch included), "
+                "so the scores pair the wrong numbers; transpose the last two axes only: K.mT or K.transpose(-2, -1)"
+            )
+        zero_beta_nan = beta == 0 and not torch.isfinite(weights.double()).all()
+        if zero_beta_nan:
+            raise ExerciseFailed(
+                f"with {label}: the weights hold NaN or inf; at beta = 0, dividing by beta divides by zero. beta is an "
+                "inverse temperature: it multiplies the scores, softmax(beta * K^T Q, dim=-2), and beta = 0 gives the "
+                "plain average"
+            )
+        variants = _attend_variants(beta, K64, V64, Q64)
+        expect_close(
+            weights,
+            expected_w,
+            f"the weights with {label}",
+            atol=1e-10,
+            rtol=1e-8,
+            mistakes=variants,
+            float32_path=True,
+            nonfinite_hint="exp overflowed at a large beta: use torch.softmax(beta * scores, dim=-2), or subtract each "
+            "column's maximum (over the keys) before exp",
+        )
+        mistakes_H = {
+            "H uses the keys in place of the values: H = V @ weights": K64 @ expected_w if K.shape[-2] == dv else None,
+            "H is the sum of the values, not their weighted average: H = V @ weights": V64.sum(-1, keepdim=True).expand_as(
+                expected_H
+            ),
+        }
+        expect_close(H, expected_H, f"H with {label}", atol=1e-10, rtol=1e-8, mistakes=mistakes_H, float32_path=True)
+        passed_2d = passed_2d or K.dim() == 2
 
 
 # ---------------------------------------------------------------- hard attention
@@ -172,6 +348,106 @@ def _as_beta(answer: object, label: str) -> float:
         raise ExerciseFailed(f"with {label}: return beta as a number (a float), got {type(answer).__name__}{extra}") from None
 
 
+# ---------------------------------------------------------------- the gradient through softmax
+
+_GRAD_FORMULA = "dL/dz = (diag(a) - a a^T) g = a * (g - (a * g).sum(dim=-1, keepdim=True))"
+
+
+def _grad_variants(a: Tensor, g: Tensor) -> dict[str, Tensor | None]:
+    """What the typical wrong versions of ``softmax_backward`` return (float64; None where undefined)."""
+    dot = (a * g).sum(-1, keepdim=True)  # (..., 1)
+    variants: dict[str, Tensor | None] = {
+        f"that is only the diagonal part diag(a) g of the Jacobian diag(a) - a a^T; the term - a (a . g) is missing: "
+        f"{_GRAD_FORMULA}": a * g,
+        "that uses only the diagonal of the Jacobian, a_j (1 - a_j), the effect of z_j on its own weight a_j; every "
+        f"score moves every weight (the weights sum to 1), so the off-diagonal terms - a_j a_k count too: {_GRAD_FORMULA}": a
+        * (1 - a)
+        * g,
+        f"the sign is flipped: the Jacobian is diag(a) - a a^T, so {_GRAD_FORMULA}": a * (dot - g),
+        f"the diagonal term is missing: that is - a a^T g alone; the Jacobian is diag(a) - a a^T, {_GRAD_FORMULA}": -a * dot,
+        "the subtracted term is the plain sum of g; it is g averaged with the weights a, a . g = (a * g).sum(dim=-1, "
+        f"keepdim=True): {_GRAD_FORMULA}": a * (g - g.sum(-1, keepdim=True)),
+        f"a . g is a sum over the keys, not a mean: {_GRAD_FORMULA}": a * (g - (a * g).mean(-1, keepdim=True)),
+        f"the result is not multiplied by a (the diag(a) in front): {_GRAD_FORMULA}": g - dot,
+        f"that is g itself, the gradient arriving at the weights a; return the gradient with respect to the scores z: "
+        f"{_GRAD_FORMULA}": g,
+        "a . g is summed over the whole tensor; it is one number per row (one per query): sum over the last axis, "
+        f"(a * g).sum(dim=-1, keepdim=True): {_GRAD_FORMULA}": a * (g - (a * g).sum()),
+    }
+    if a.dim() >= 2:
+        variants[
+            "a . g is summed over axis 0; it is one number per row, a sum over the last axis (the keys): "
+            "(a * g).sum(dim=-1, keepdim=True)"
+        ] = a * (g - (a * g).sum(0, keepdim=True))
+        if a.shape[-1] == a.shape[-2]:
+            variants[
+                "keepdim=True is missing: (a * g).sum(dim=-1) drops the last axis, so it lines up with the wrong axis of "
+                "a and g when it broadcasts back; keep it: (a * g).sum(dim=-1, keepdim=True)"
+            ] = a * (g - (a * g).sum(-1)[..., None, :])
+    return variants
+
+
+def _torch_softmax_backward(a: Tensor, g: Tensor) -> Tensor:
+    """PyTorch's own backward kernel of softmax over the last axis (what autograd runs), without autograd's start-up."""
+    try:
+        return torch._softmax_backward_data(g, a, -1, a.dtype)
+    except (AttributeError, RuntimeError, TypeError):  # pragma: no cover - a PyTorch without the private kernel
+        z = a.log().detach().requires_grad_(True)
+        return torch.autograd.grad(torch.softmax(z, dim=-1), z, g)[0]
+
+
+@exercise("the gradient through softmax")
+def check_softmax_backward(softmax_backward) -> None:
+    """Check ``softmax_backward(a, g) -> dL/dz`` for ``a = softmax(z)`` over the last axis and ``g = dL/da``, against PyTorch's kernel."""
+    if is_unattempted(softmax_backward):
+        raise NotAttempted("softmax_backward is still `...`")
+    cases = [
+        ("a and g of shape (4, 6), float64", torch.randn(4, 6, dtype=torch.float64) * 2, torch.randn(4, 6, dtype=torch.float64)),
+        ("a and g of shape (5,), one row", torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)),
+        (
+            "a batch of shape (2, 5, 5) (5 queries, 5 keys each)",
+            torch.randn(2, 5, 5, dtype=torch.float64),
+            torch.randn(2, 5, 5, dtype=torch.float64),
+        ),
+        (
+            "nearly one-hot a (scores of about ±30), shape (3, 4)",
+            torch.randn(3, 4, dtype=torch.float64) * 30,
+            torch.randn(3, 4, dtype=torch.float64),
+        ),
+        ("float32 a and g of shape (4, 6)", torch.randn(4, 6) * 2, torch.randn(4, 6)),
+    ]
+    for label, z, g in cases:
+        a = torch.softmax(z, dim=-1)
+        expected = _torch_softmax_backward(a, g)
+        try:
+            out = call(softmax_backward, a.clone(), g.clone(), what=label)
+        except ExerciseFailed as err:
+            message = str(err)
+            if "must match the size" in message or "broadcast" in message:
+                raise ExerciseFailed(
+                    f"{message}. A sum over the last axis drops it unless you pass keepdim=True: "
+                    "(a * g).sum(dim=-1, keepdim=True) has shape (..., 1) and lines up with a and g"
+                ) from None
+            raise
+        out = expect_tensor(out, f"softmax_backward with {label}")
+        if out.dim() == a.dim() + 1 and tuple(out.shape[-2:]) == (a.shape[-1], a.shape[-1]):
+            raise ExerciseFailed(
+                f"with {label}: your result has shape {tuple(out.shape)}: that is the Jacobian diag(a) - a a^T itself; "
+                f"apply it to g to get the gradient with respect to the scores, shape {tuple(a.shape)}: {_GRAD_FORMULA}"
+            )
+        if out.dtype != a.dtype and out.dtype in (torch.float16, torch.bfloat16):
+            raise ExerciseFailed(f"with {label}: the result is {out.dtype}; keep the inputs' dtype ({a.dtype})")
+        expect_close(
+            out,
+            expected,
+            f"softmax_backward with {label}",
+            atol=1e-12,
+            rtol=1e-9,
+            mistakes=_grad_variants(a.double(), g.double()),
+            float32_path=True,
+        )
+
+
 # ---------------------------------------------------------------- permutation
 
 
@@ -181,7 +457,7 @@ def _nearest_rows(out: Tensor, X: Tensor) -> list[int]:
 
 def _centred_scores(X: Tensor, W_Q: Tensor, W_K: Tensor) -> Tensor:
     """The scores of ``attention_with_positions`` minus each row's mean."""
-    X_pos = torch.cat([X, torch.eye(X.shape[0], dtype=X.dtype)], dim=1)  # (n, d + n)
+    X_pos = torch.cat([X, torch.eye(X.shape[0], dtype=X.dtype, device=X.device)], dim=1)  # (n, d + n)
     scores = (X_pos @ W_Q) @ (X_pos @ W_K).T  # (n, n)
     return scores - scores.mean(dim=1, keepdim=True)
 

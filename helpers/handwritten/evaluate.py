@@ -64,6 +64,7 @@ class DomainResult:
     positions_total: int
     worst_margin: float
     loss: float
+    rounding_error: float = math.nan
 
     @property
     def exact(self) -> bool:
@@ -78,18 +79,22 @@ def _batches(tokens: Tensor, batch_size: int) -> list[Tensor]:
     return [tokens[start : start + batch_size] for start in range(0, len(tokens), batch_size)]
 
 
-def evaluate(model: nn.Module, tokens: Tensor, spec: Spec, batch_size: int = BATCH) -> DomainResult:
+def evaluate(model: nn.Module, tokens: Tensor, spec: Spec, batch_size: int = BATCH, rounding: bool = False) -> DomainResult:
     """Run ``model`` on every row of ``tokens`` ``(N, LENGTH)`` and compare its argmax with ``spec(tokens)``.
 
     ``worst_margin`` is the smallest ``logit[right] - max(logit[other])`` over every sequence and position: positive
     exactly when every answer is right, and the room float rounding would need to flip one. ``loss`` is the mean
-    cross-entropy over every position.
+    cross-entropy over every position. With ``rounding``, ``rounding_error`` is ``logit_error``'s bound too, from the
+    same pass (the model's logits against a float64 copy's).
     """
     correct = positions = 0
-    worst, loss = math.inf, 0.0
+    worst, loss, error = math.inf, 0.0, 0.0
+    model64 = copy.deepcopy(model).double() if rounding else None
     with torch.no_grad():
         for batch in _batches(tokens, batch_size):
             logits = model(batch)  # (b, LENGTH, n_out)
+            if model64 is not None:
+                error = max(error, float((logits.double() - model64(batch)).abs().max()))
             target = spec(batch)  # (b, LENGTH)
             right = logits.argmax(-1) == target  # (b, LENGTH)
             correct += int(right.all(-1).sum())
@@ -98,7 +103,9 @@ def evaluate(model: nn.Module, tokens: Tensor, spec: Spec, batch_size: int = BAT
             others = logits.scatter(-1, target[..., None], -math.inf).amax(-1)  # (b, LENGTH)
             worst = min(worst, float((chosen - others).min()))
             loss += float(F.cross_entropy(logits.flatten(0, 1).double(), target.flatten(), reduction="sum"))
-    return DomainResult(correct, len(tokens), positions, tokens.numel(), worst, loss / tokens.numel())
+    return DomainResult(
+        correct, len(tokens), positions, tokens.numel(), worst, loss / tokens.numel(), error if rounding else math.nan
+    )
 
 
 def logit_error(model: nn.Module, tokens: Tensor, batch_size: int = BATCH) -> float:
@@ -188,21 +195,26 @@ def fine_tune(
     batch_size: int = 128,
     seed: int = 0,
     eval_every: int = 25,
+    optimizer: str = "adam",
+    scored_on: Tensor | None = None,
 ) -> dict[str, list[float]]:
-    """Train ``model`` in place with Adam on cross-entropy, batches drawn from ``tokens`` (its domain).
+    """Train ``model`` in place on cross-entropy, batches drawn from ``tokens`` (its domain), with Adam
+    (``optimizer="adam"``, PyTorch's defaults but ``lr``) or plain gradient descent (``"sgd"``: no momentum).
 
     Takes ``capped(steps, 4)`` steps (``helpers.runtime.smoke``). Returns the history: ``loss`` per step, and at step 0,
-    every ``eval_every`` steps and at the end ``step``, ``correct`` (sequences of ``tokens`` exactly right) and
-    ``domain_loss`` (the mean cross-entropy on all of ``tokens``).
+    every ``eval_every`` steps and at the end ``step``, ``correct`` (sequences exactly right) and ``domain_loss`` (the
+    mean cross-entropy), both on ``scored_on`` (default: all of ``tokens``). ``seed`` draws the batches.
     """
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     steps = capped(steps, 4)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    step_with = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(model.parameters(), lr=lr)
     history: dict[str, list[float]] = {"loss": [], "step": [], "correct": [], "domain_loss": []}
 
     def record(step: int) -> None:
         model.eval()
-        result = evaluate(model, tokens, spec)
+        result = evaluate(model, tokens if scored_on is None else scored_on, spec)
         history["step"].append(step)
         history["correct"].append(result.correct)
         history["domain_loss"].append(result.loss)
@@ -212,9 +224,9 @@ def fine_tune(
         model.train()
         batch = tokens[torch.randint(len(tokens), (batch_size,), generator=generator)]  # (batch_size, LENGTH)
         loss = F.cross_entropy(model(batch).flatten(0, 1), spec(batch).flatten())
-        optimizer.zero_grad()
+        step_with.zero_grad()
         loss.backward()
-        optimizer.step()
+        step_with.step()
         history["loss"].append(loss.item())
         if step % eval_every == 0 or step == steps:
             record(step)

@@ -54,6 +54,7 @@ __all__ = [
     "Layout",
     "LAYOUT",
     "embed",
+    "describe_rows",
     "hand_block",
     "zero_parameters",
     "HandTransformer",
@@ -65,6 +66,9 @@ __all__ = [
     "write_same_token_selector",
     "write_smaller_selector",
     "write_bos_value",
+    "write_steps",
+    "write_one_hot",
+    "count_table",
     "write_count_table",
     "write_target_selector",
     "build_reverse",
@@ -229,6 +233,67 @@ class HandTransformer(nn.Module):
         return self.unembed(self.residuals(tokens)[-1][:, 1:])  # (batch, LENGTH, n_out)
 
 
+def describe_rows(
+    weight: Tensor, layout: Layout = LAYOUT, unit: float = 1.0, unit_name: str = "", name: str = "row"
+) -> list[str]:
+    """What each nonzero row of a weight ``(rows, d_model)`` reads, one line per row: ``row 0 = c (12 one - 2 pos)``.
+
+    Entries are divided by ``unit`` (named ``unit_name``, e.g. ``"c"`` for ``scale * sqrt(d_k)``) and shown with at most
+    4 significant digits; features by ``layout.labels()`` (``tok 3``, ``one``, ``pos``, ``pos²``...). Consecutive rows
+    that each read one feature of one slot with the same factor (an identity block) share a line:
+    ``rows 0-9 = c (tok 0 .. tok 9, one each)``.
+    """
+    labels = layout.labels()
+    w = weight.detach().double().cpu() / unit
+    lines: list[str] = []
+    single: list[tuple[int, int, float]] = []  # a run of rows that read one feature each
+
+    def flush() -> None:
+        if not single:
+            return
+        if len(single) == 1:
+            row, col, value = single[0]
+            lines.append(f"{name} {row} = {_factor(value, unit_name)}{labels[col]}")
+        else:
+            (r0, c0, value), (r1, c1, _) = single[0], single[-1]
+            block = f"{labels[c0]} .. {labels[c1]}, one each"
+            lines.append(f"{name}s {r0}-{r1} = {_factor(value, unit_name)}" + (f"({block})" if unit_name else block))
+        single.clear()
+
+    for row in range(w.shape[0]):
+        columns = torch.nonzero(w[row]).flatten().tolist()
+        if not columns:
+            flush()
+            continue
+        if len(columns) == 1:
+            col, value = columns[0], float(w[row, columns[0]])
+            same_slot = bool(single) and labels[col].split()[0] == labels[single[-1][1]].split()[0]
+            if same_slot and (row, col) == (single[-1][0] + 1, single[-1][1] + 1) and math.isclose(value, single[-1][2]):
+                single.append((row, col, value))
+                continue
+            flush()
+            single.append((row, col, value))
+            continue
+        flush()
+        terms = " ".join(f"{'-' if w[row, c] < 0 else '+'} {abs(float(w[row, c])):.4g} {labels[c]}" for c in columns)
+        terms = terms[2:] if terms.startswith("+ ") else "-" + terms[2:]
+        lines.append(f"{name} {row} = {unit_name + ' (' if unit_name else ''}{terms}{')' if unit_name else ''}")
+    flush()
+    return lines
+
+
+def _factor(value: float, unit_name: str) -> str:
+    """``c `` for 1, ``-c ``, ``2.5 c ``, or the bare number followed by a space without a unit."""
+    one = math.isclose(value, 1.0, rel_tol=1e-6)
+    if unit_name:
+        if one:
+            return f"{unit_name} "
+        if math.isclose(value, -1.0, rel_tol=1e-6):
+            return f"-{unit_name} "
+        return f"{value:.4g} {unit_name} "
+    return "" if one else f"{value:.4g} "
+
+
 # ---------------------------------------------------------------- the count table's entries
 
 
@@ -323,30 +388,54 @@ def write_bos_value(attn: MultiHeadAttention, layout: Layout = LAYOUT) -> None:
         attn.w_o.weight[layout.frac, 0] = 1.0
 
 
+def write_steps(ff: FeedForward, layout: Layout = LAYOUT, sharpness: float = SHARPNESS) -> None:
+    """Reference: the count table's first half, ``linear1``: two hidden units per threshold that make a step.
+
+    Threshold k (halfway between 1/(k+1) and 1/(k+2), ``table_thresholds()``) gets hidden units ``2k``, reading
+    ``relu(u + 1/2)``, and ``2k + 1``, reading ``relu(u - 1/2)``, with ``u = sharpness (threshold_k - frac)``. Their
+    difference ``step_k = h[2k] - h[2k+1]`` is 1 when ``frac`` is below the threshold (the count exceeds k) and 0
+    above it, flat except within ``1 / (2 sharpness)`` of the threshold.
+    """
+    with torch.no_grad():
+        for k, threshold in enumerate(table_thresholds().tolist()):
+            for unit, shift in ((2 * k, 0.5), (2 * k + 1, -0.5)):
+                ff.linear1.weight[unit, layout.frac] = -sharpness
+                ff.linear1.bias[unit] = sharpness * threshold + shift
+
+
+def write_one_hot(ff: FeedForward, layout: Layout = LAYOUT) -> None:
+    """Reference: the count table's second half, ``linear2``: the steps of ``write_steps`` into ``count`` one-hot.
+
+    One-hot c is ``step_{c-1} - step_c`` with ``step_{-1} = 1`` (``linear2``'s bias on count slot 0) and no
+    ``step_5``: step k (``h[2k] - h[2k+1]``) leaves count slot k and enters count slot k + 1.
+    """
+    first = layout.slot("count").start
+    with torch.no_grad():
+        for k in range(LENGTH):
+            for unit, sign in ((2 * k, 1.0), (2 * k + 1, -1.0)):
+                ff.linear2.weight[first + k, unit] = -sign
+                ff.linear2.weight[first + k + 1, unit] = sign
+        ff.linear2.bias[first] = 1.0
+
+
+def count_table(steps: Writer = write_steps, one_hot: Writer = write_one_hot) -> Writer:
+    """The count table as one writer ``fn(ff, layout)``: ``steps`` writes ``linear1``, then ``one_hot`` ``linear2``."""
+
+    def write(ff: FeedForward, layout: Layout = LAYOUT) -> None:
+        steps(ff, layout)
+        one_hot(ff, layout)
+
+    return write
+
+
 def write_count_table(ff: FeedForward, layout: Layout = LAYOUT, sharpness: float = SHARPNESS) -> None:
     """Reference: the feed-forward layer as a lookup table, ``frac = 1 / (1 + c)`` -> ``count`` one-hot at c.
 
-    Threshold k (halfway between 1/(k+1) and 1/(k+2)) gets two hidden units, ``relu(u + 1/2)`` and
-    ``relu(u - 1/2)`` with ``u = sharpness (threshold_k - frac)``; their difference is a step, 1 when
-    ``frac`` is below the threshold (the count exceeds k) and 0 above it, flat except within
-    ``1 / (2 sharpness)`` of the threshold. One-hot c is step c-1 minus step c; count 0's 1 is ``linear2``'s bias.
+    ``write_steps`` (``linear1``: a step per threshold from two ReLUs), then ``write_one_hot`` (``linear2``: one-hot c
+    is step c-1 minus step c; count 0's 1 is ``linear2``'s bias).
     """
-    thresholds = table_thresholds().tolist()
-    count = layout.slot("count")
-    rows = list(range(count.start, count.stop))
-    with torch.no_grad():
-        for k, threshold in enumerate(thresholds):
-            up, down = 2 * k, 2 * k + 1
-            ff.linear1.weight[up, layout.frac] = -sharpness
-            ff.linear1.bias[up] = sharpness * threshold + 0.5
-            ff.linear1.weight[down, layout.frac] = -sharpness
-            ff.linear1.bias[down] = sharpness * threshold - 0.5
-            # step k = h[up] - h[down]: it leaves count k and enters count k + 1
-            ff.linear2.weight[rows[k], up] -= 1.0
-            ff.linear2.weight[rows[k], down] += 1.0
-            ff.linear2.weight[rows[k + 1], up] += 1.0
-            ff.linear2.weight[rows[k + 1], down] -= 1.0
-        ff.linear2.bias[rows[0]] = 1.0
+    write_steps(ff, layout, sharpness)
+    write_one_hot(ff, layout)
 
 
 def write_target_selector(attn: MultiHeadAttention, layout: Layout = LAYOUT, scale: float = SCALE) -> None:

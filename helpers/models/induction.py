@@ -50,7 +50,13 @@ __all__ = [
     "head_ablation_losses",
     "path_patching_losses",
     "composition_scores",
+    "composition_baseline",
+    "head_weights",
+    "qk_circuit",
     "induction_qk_circuit",
+    "ov_circuit",
+    "copying_score",
+    "direct_logit_attribution",
     "InductionHistory",
     "train_induction",
     "phase_change",
@@ -289,32 +295,114 @@ def composition_scores(model: AttentionOnlyLM, kind: str = "k") -> Tensor:
             qk1, ov1 = qk_ov(1, j)
             product = {"k": qk1 @ ov0, "q": qk1.T @ ov0, "v": ov1 @ ov0}[kind]
             second = {"k": qk1, "q": qk1, "v": ov1}[kind]
-            scores[i, j] = product.norm() / (second.norm() * ov0.norm())
+            scores[i, j] = (product.norm() / (second.norm() * ov0.norm())).item()
     return scores
 
 
-@torch.no_grad()
-def induction_qk_circuit(model: AttentionOnlyLM, prev_head: int, head: int = 0, layer: int = 1) -> Tensor:
-    """The score the layer-1 ``head`` gives from a query holding token ``a`` to a key whose previous token is ``b``,
-    through layer 0's ``prev_head`` alone (K-composition), positions left out: ``(V, V)`` float64.
+def head_weights(model: AttentionOnlyLM, layer: int, head: int) -> dict[str, Tensor]:
+    """One head's slices of its layer's projections, detached, in ``nn.Linear``'s layout (out, in):
+    ``w_q``, ``w_k``, ``w_v`` ``(d_k, d_model)`` (the head's rows) and ``w_o`` ``(d_model, d_k)`` (its columns)."""
+    attn = model.layers[layer]
+    rows = slice(head * attn.d_k, (head + 1) * attn.d_k)
+    return {
+        "w_q": attn.w_q.weight.detach()[rows],
+        "w_k": attn.w_k.weight.detach()[rows],
+        "w_v": attn.w_v.weight.detach()[rows],
+        "w_o": attn.w_o.weight.detach()[:, rows],
+    }
 
-    ``scores[a, b] = (W_Q e_a) . (W_K W_OV e_b) / sqrt(d_k)``, with ``e`` the token embeddings, ``W_Q``, ``W_K`` the
-    layer-1 head's rows of its projections and ``W_OV = W_O W_V`` the layer-0 head's output for its input token.
-    An induction head built on that previous-token head scores highest on the diagonal (``b == a``). Computed on
-    the CPU, whatever the model's device.
+
+def qk_circuit(embed: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor) -> Tensor:
+    """The composed QK circuit: the score a head gives from a query holding token ``a`` to a key whose previous token
+    is ``b``, when the key reads what an earlier head wrote (K-composition), positions left out: ``(V, V)``.
+
+    embed ``(V, d)``; the later head's ``w_q``, ``w_k`` ``(d_k, d)``; the earlier head's ``w_v`` ``(d_k0, d)`` and
+    ``w_o`` ``(d, d_k0)``. ``scores[a, b] = (w_q e_a) . (w_k w_o w_v e_b) / sqrt(d_k)``.
     """
+    queries = embed @ w_q.T  # (V, d_k): the query of a position holding token a
+    keys = embed @ w_v.T @ w_o.T @ w_k.T  # (V, d_k): the key of a position whose previous token is b
+    return queries @ keys.T / math.sqrt(w_q.shape[0])  # (V, V)
 
-    def weight(linear: nn.Linear, rows: slice) -> Tensor:
-        return linear.weight.detach().double().cpu()[rows]
 
-    emb = model.embed.weight.detach().double().cpu()  # (V, d)
-    first, second = model.layers[0], model.layers[layer]
-    rows0 = slice(prev_head * first.d_k, (prev_head + 1) * first.d_k)
-    rows1 = slice(head * second.d_k, (head + 1) * second.d_k)
-    w_ov = first.w_o.weight.detach().double().cpu()[:, rows0] @ weight(first.w_v, rows0)  # (d, d)
-    queries = emb @ weight(second.w_q, rows1).T  # (V, d_k)
-    keys = emb @ w_ov.T @ weight(second.w_k, rows1).T  # (V, d_k): the key of a position whose previous token is b
-    return queries @ keys.T / math.sqrt(second.d_k)  # (V, V)
+@torch.no_grad()
+def induction_qk_circuit(model: AttentionOnlyLM, prev_head: int, head: int = 0, layer: int = 1, circuit=qk_circuit) -> Tensor:
+    """``qk_circuit`` of ``model``'s layer-``layer`` ``head`` through layer 0's ``prev_head``: ``(V, V)`` float64, on the
+    CPU whatever the model's device. ``circuit`` computes it (the reference unless the notebook passes its own).
+    An induction head built on that previous-token head scores highest on the diagonal (``b == a``)."""
+    later = {k: v.double().cpu() for k, v in head_weights(model, layer, head).items()}
+    earlier = {k: v.double().cpu() for k, v in head_weights(model, 0, prev_head).items()}
+    embed = model.embed.weight.detach().double().cpu()  # (V, d)
+    return circuit(embed, later["w_q"], later["w_k"], earlier["w_v"], earlier["w_o"])
+
+
+@torch.no_grad()
+def ov_circuit(model: AttentionOnlyLM, layer: int = 1, head: int = 0) -> Tensor:
+    """The full OV circuit of one head: ``(V, V)`` float64 on the CPU, ``[out, src] = U W_O W_V e_src``.
+
+    Column ``src`` is what the head adds to the logits when it attends to a position holding token ``src``
+    (through its values, read from the token embedding alone). A copying head puts each column's largest entry on
+    the diagonal.
+    """
+    w = {k: v.double().cpu() for k, v in head_weights(model, layer, head).items()}
+    embed = model.embed.weight.detach().double().cpu()  # (V, d)
+    unembed = model.unembed.weight.detach().double().cpu()  # (V, d)
+    return unembed @ w["w_o"] @ w["w_v"] @ embed.T  # (V out, V src)
+
+
+def copying_score(circuit: Tensor, tokens: int | None = None) -> float:
+    """The share of source tokens (the first ``tokens`` columns; all by default) whose largest output is themselves."""
+    columns = circuit[:, :tokens] if tokens is not None else circuit
+    return (columns.argmax(0) == torch.arange(columns.shape[1], device=columns.device)).double().mean().item()
+
+
+@torch.no_grad()
+def direct_logit_attribution(model: AttentionOnlyLM, ids: Tensor, period: int) -> dict[str, float]:
+    """How much each part of the residual stream adds to the right next token's logit on the repeated half, nats.
+
+    The final stream is the sum of the embeddings (token and position) and of every head's output (``AttentionOnlyLM``
+    has nothing else), so each right logit ``x_final . U[target]`` splits exactly into one term per part. Each term
+    is centred (minus that part's mean logit over the vocabulary, which the softmax ignores) and averaged over the
+    predictable targets of the second copy. Keys: ``"embeddings"`` and ``"L{layer}H{head}"``; they sum to the mean
+    centred right logit.
+    """
+    model.eval()
+    parts: dict[str, Tensor] = {"embeddings": model.embed_ids(ids)}  # (b, n, d) each
+    x = parts["embeddings"]
+    mask = causal_mask(ids.shape[1], device=ids.device)
+    for layer, attn in enumerate(model.layers):
+        q, k, v = (split_heads(w(x), attn.num_heads) for w in (attn.w_q, attn.w_k, attn.w_v))  # (b, heads, n, d_k)
+        z, _ = scaled_dot_product_attention(q, k, v, mask)
+        per_head = model.head_outputs(layer, z)  # (b, heads, n, d)
+        for h in range(attn.num_heads):
+            parts[f"L{layer}H{h}"] = per_head[:, h]
+        x = x + per_head.sum(1)
+    unembed = model.unembed.weight  # (V, d)
+    targets = ids[:, 1:]  # (b, n - 1): the next token at each position
+    keep = repeated_half_mask(ids.shape[1], period).to(ids.device)  # (n - 1,)
+    result = {}
+    for name, part in parts.items():
+        logits = part[:, :-1] @ unembed.T  # (b, n - 1, V)
+        centred = logits - logits.mean(-1, keepdim=True)
+        right = centred.gather(-1, targets[..., None])[..., 0]  # (b, n - 1)
+        result[name] = right[:, keep].mean().item()
+    return result
+
+
+def composition_baseline(d_model: int, rank_first: int, rank_second: int, samples: int = 200, seed: int = 0) -> float:
+    """The mean composition score of random Gaussian matrices of the same shapes and ranks as ``composition_scores``'s
+    (``W_QK`` or ``W_OV`` of the later head, rank ``rank_second``; the earlier head's ``W_OV``, rank ``rank_first``):
+    what the score is when no head reads another."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def low_rank(rank: int) -> Tensor:
+        a = torch.randn(d_model, rank, generator=generator, dtype=torch.float64)
+        return a @ torch.randn(rank, d_model, generator=generator, dtype=torch.float64)
+
+    total = 0.0
+    for _ in range(samples):
+        second, first = low_rank(rank_second), low_rank(rank_first)
+        total += ((second @ first).norm() / (second.norm() * first.norm())).item()
+    return total / samples
 
 
 # ---------------------------------------------------------------- training

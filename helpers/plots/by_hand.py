@@ -1,8 +1,12 @@
-"""Figures of notebooks 02-03 (attention by hand, softmax temperature).
+"""Figures of notebooks 01-03 (attention shapes, attention by hand, softmax temperature).
 
+- ``query_and_keys``: a query and the keys as arrows in the plane, each key labelled with its score ``q . k``;
+- ``values_and_output``: 2-D values as discs sized by their weights, and their weighted average (the output);
 - ``bipartite_attention``: inputs on one side, outputs on the other, one line per
   (output, input) pair with its width set by the attention weight; each output's
-  strongest input is drawn solid, its second strongest dashed, the rest faint.
+  strongest input is drawn solid, its second strongest dashed, the rest faint;
+- ``product_shapes``: the matrices of a product drawn to scale, one square per entry;
+- ``plain_log_ticks``: log-scale axes labelled 0.001, 0.01, 0.1 rather than powers of ten.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import numpy as np
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["bipartite_attention", "values_and_output"]
+__all__ = ["bipartite_attention", "values_and_output", "query_and_keys", "product_shapes", "plain_log_ticks"]
 
 
 def bipartite_attention(
@@ -98,6 +103,9 @@ def values_and_output(
     ax: Axes | None = None,
     title: str | None = None,
     labels: Sequence[str] | None = None,
+    xlabel: str = "value feature 1",
+    ylabel: str = "value feature 2",
+    output_label: str = "output H",
 ) -> Axes:
     """Plot 2-D values ``(m, 2)`` (one row per key) sized by ``weights`` ``(m,)``, and their weighted average.
 
@@ -127,11 +135,99 @@ def values_and_output(
     mean = v.mean(axis=0)
     out = w @ v
     ax.scatter(*mean, marker="x", s=60, color="0.5", zorder=3, label="average of the values")
-    ax.scatter(*out, marker="*", s=220, color="black", zorder=4, label="output H")
+    ax.scatter(*out, marker="*", s=220, color="black", zorder=4, label=output_label)
     span = np.abs(v).max() * 1.75 or 1.0
     ax.set_xlim(-span, span)
     ax.set_ylim(-span, span)
     ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     return ax
+
+
+def query_and_keys(
+    query: object,
+    keys: object,
+    ax: Axes | None = None,
+    title: str | None = None,
+    labels: Sequence[str] | None = None,
+) -> Axes:
+    """Draw a 2-D query ``(2,)`` and keys ``(m, 2)`` as arrows from the origin, each key labelled with ``q . k``.
+
+    The query is black and thick; key j has the colour of value j in ``values_and_output``. Returns the axes; call
+    ``plt.show()`` after it.
+    """
+    q = to_numpy(query).astype(float).reshape(-1)
+    k = to_numpy(keys).astype(float)
+    if q.shape != (2,) or k.ndim != 2 or k.shape[1] != 2:
+        raise ValueError(f"query_and_keys expects a query (2,) and keys (m, 2), got {q.shape} and {k.shape}")
+    ax = ax if ax is not None else plt.gca()
+    labels = list(labels) if labels is not None else [f"k{j + 1}" for j in range(k.shape[0])]
+    colors = sns.color_palette(n_colors=max(k.shape[0], 3))
+    arrow = dict(length_includes_head=True, head_width=0.12, head_length=0.18)
+
+    def label(text: str, tip: np.ndarray, color: object, **kwargs: object) -> None:
+        """Write ``text`` just beyond the arrow's tip, on the side it points to."""
+        unit = tip / (np.linalg.norm(tip) or 1.0)
+        ha = "left" if unit[0] > 0.3 else "right" if unit[0] < -0.3 else "center"
+        va = "bottom" if unit[1] > 0.3 else "top" if unit[1] < -0.3 else "center"
+        ax.annotate(
+            text, tip, textcoords="offset points", xytext=tuple(8 * unit), ha=ha, va=va, fontsize="small", color=color, **kwargs
+        )
+
+    for j, key in enumerate(k):
+        ax.arrow(0, 0, *key, color=colors[j], width=0.03, **arrow)
+        label(f"{labels[j]}: q·k = {q @ key:g}", key, colors[j])
+    ax.arrow(0, 0, *q, color="black", width=0.06, **arrow)
+    label("query q", q, "black", weight="bold")
+    span = max(np.abs(k).max(), np.abs(q).max()) * 1.45 or 1.0
+    ax.set_xlim(-span, span)
+    ax.set_ylim(-span, span)
+    ax.set_aspect("equal")
+    ax.set_xlabel("feature 1")
+    ax.set_ylabel("feature 2")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def product_shapes(ax: Axes, items: Sequence[object], title: str | None = None, width: float = 20) -> Axes:
+    """Draw a matrix product to scale, left to right: one square per entry, so the sizes that meet are visible.
+
+    ``items`` are ``(label, rows, cols, colour)`` tuples for matrices and strings for operators (``"·"``, ``"="``).
+    Axes drawn with the same ``width`` share one scale. Returns the axes; call ``plt.show()`` after the figure.
+    """
+    boxes = [item for item in items if not isinstance(item, str)]
+    if not boxes or any(len(item) != 4 for item in boxes):  # type: ignore[arg-type]
+        raise ValueError("product_shapes expects (label, rows, cols, colour) tuples and operator strings")
+    tallest = max(item[1] for item in boxes)  # type: ignore[index]
+    x = 0.0
+    for item in items:
+        if isinstance(item, str):
+            ax.text(x + 0.6, -tallest / 2, item, ha="center", va="center", fontsize=16)
+            x += 1.2
+            continue
+        label, rows, cols, colour = item  # type: ignore[misc]
+        ax.add_patch(Rectangle((x, -rows), cols, rows, facecolor=colour, edgecolor="black", alpha=0.5))
+        ax.text(x + cols / 2, -rows / 2, f"{label}\n{rows}×{cols}", ha="center", va="center", fontsize=9)
+        x += cols + 0.4
+    ax.set_xlim(-0.5, width)
+    ax.set_ylim(-tallest - 0.5, 0.5)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plain_log_ticks(*axes: Axes) -> None:
+    """Label the log-scale axes of ``axes`` with plain numbers (0.001, 0.1, 10, 1e-14), no minor-tick labels."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    for ax in axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+                axis.set_minor_formatter(NullFormatter())

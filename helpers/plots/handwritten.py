@@ -106,15 +106,17 @@ def robustness_curves(
     return fig
 
 
-def fine_tune_curves(histories: Mapping[str, Mapping[str, Sequence[float]]], total: int) -> Figure:
-    """Left: the loss on the whole domain against the step. Right: the sequences exactly right (of ``total``)."""
+def fine_tune_curves(histories: Mapping[str, Mapping[str, Sequence[float]]], total: int, title: str = "") -> Figure:
+    """Left: the loss on the scored sequences against the step. Right: the sequences exactly right (of ``total``)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
     for name, history in histories.items():
         left.plot(history["step"], history["domain_loss"], marker="o", label=name)
         right.plot(history["step"], 100 * np.asarray(history["correct"]) / total, marker="o", label=name)
-    left.set(xlabel="training step", ylabel="cross-entropy on the domain", title="loss")
-    right.set(xlabel="training step", ylabel="sequences exactly right (%)", title="accuracy", ylim=(-3, 103))
+    left.set(xlabel="training step", ylabel="cross-entropy (nats)", title="loss on the scored sequences")
+    right.set(xlabel="training step", ylabel="sequences exactly right (%)", title="exactness", ylim=(-3, 103))
     for ax in (left, right):
         ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -1,4 +1,4 @@
-"""Figures of notebooks 04-05 (multi-head attention, positional encoding, layer norm).
+"""Figures of notebooks 04-06 (multi-head attention, positional encoding, layer norm, transformer blocks).
 
 Every function draws one idea and returns the figure; call ``plt.show()`` after it.
 """
@@ -10,12 +10,15 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from helpers.plots.core import attention_heatmap, to_numpy
 
 __all__ = [
+    "heads_side_by_side",
+    "head_mosaic",
     "head_split_sources",
     "mask_and_attention",
     "attention_cost",
@@ -24,10 +27,101 @@ __all__ = [
     "encoding_similarity",
     "rotation_circles",
     "norm_axes",
+    "position_waves",
+    "sublayer_reach",
+    "lr_schedule",
+    "sorter_losses",
 ]
 
 
 # ------------------------------------------------------------------ notebook 04
+
+
+def heads_side_by_side(
+    weights: object,
+    query_labels: Sequence[str],
+    key_labels: Sequence[str] | None = None,
+    titles: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    ncols: int | None = None,
+    annot: bool = False,
+) -> Figure:
+    """Attention weights of several heads ``(heads, n, m)``, one panel each, with one shared colorbar.
+
+    Rows are queries, columns keys; ``titles`` names each head (default ``head h``).
+    """
+    w = to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"heads_side_by_side expects (heads, queries, keys), got shape {tuple(w.shape)}")
+    heads, n, m = w.shape
+    key_labels = list(query_labels) if key_labels is None else list(key_labels)
+    ncols = heads if ncols is None else min(ncols, heads)
+    nrows = -(-heads // ncols)
+    size = 0.32 * max(n, m) + 1.0
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 1.2, size * nrows + 0.6), squeeze=False, layout="constrained")
+    image = None
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:
+            ax.axis("off")
+            continue
+        image = ax.imshow(w[h], vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set_xticks(range(m), key_labels, rotation=90 if max(len(k) for k in key_labels) > 2 else 0)
+        ax.set_yticks(range(n), list(query_labels))
+        ax.set_title(titles[h] if titles is not None else f"head {h}", fontsize="medium")
+        if annot:
+            for i in range(n):
+                for j in range(m):
+                    ax.text(
+                        j,
+                        i,
+                        f"{w[h, i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize="x-small",
+                        color="white" if w[h, i, j] < 0.6 else "black",
+                    )
+        if h % ncols == 0:
+            ax.set_ylabel("query (attending)")
+        if h // ncols == nrows - 1 or h + ncols >= heads:
+            ax.set_xlabel("key (attended to)")
+    fig.colorbar(image, ax=axes, label="attention weight", shrink=0.9)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+def head_mosaic(weights: object, labels: Sequence[str], ncols: int = 6, suptitle: str | None = None) -> Figure:
+    """Many heads' attention weights ``(heads, n, n)`` as one mosaic of tiles (one image: quick to draw), one colorbar.
+
+    Tile ``h`` (row-major, ``ncols`` per row) is head ``h``: rows are queries, columns keys, both labelled ``labels``.
+    """
+    w = to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"head_mosaic expects (heads, queries, keys), got shape {tuple(w.shape)}")
+    heads, n, m = w.shape
+    ncols = min(ncols, heads)
+    nrows = -(-heads // ncols)
+    mosaic = np.full((nrows * (n + 1) - 1, ncols * (m + 1) - 1), np.nan)
+    for h in range(heads):
+        r, c = divmod(h, ncols)
+        mosaic[r * (n + 1) : r * (n + 1) + n, c * (m + 1) : c * (m + 1) + m] = w[h]
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    fig, ax = plt.subplots(figsize=(0.42 * mosaic.shape[1] + 1.6, 0.42 * mosaic.shape[0] + 1.2))
+    image = ax.imshow(mosaic, vmin=0.0, vmax=1.0, cmap=cmap)
+    for h in range(heads):
+        r, c = divmod(h, ncols)
+        ax.text(c * (m + 1) + (m - 1) / 2, r * (n + 1) - 0.7, f"head {h}", ha="center", va="bottom", fontsize="small")
+    ax.set_xticks([c * (m + 1) + j for c in range(ncols) for j in range(m)], list(labels) * ncols, fontsize="x-small")
+    ax.set_yticks([r * (n + 1) + i for r in range(nrows) for i in range(n)], list(labels) * nrows, fontsize="x-small")
+    ax.set(xlabel="key (attended to), in each tile", ylabel="query (attending)")
+    ax.grid(False)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    fig.colorbar(image, ax=ax, label="attention weight", shrink=0.8)
+    if suptitle:
+        ax.set_title(suptitle, pad=26)
+    fig.tight_layout()
+    return fig
 
 
 def head_split_sources(
@@ -49,10 +143,11 @@ def head_split_sources(
             ax=ax,
             annot=True,
             fmt=fmt,
-            cmap="Set2",
-            cbar=False,
-            vmin=0,
-            vmax=max(n - 1, 1),
+            cmap=ListedColormap(sns.color_palette("Set2", n)),
+            cbar=ax is axes[1],
+            cbar_kws={"label": "input token", "ticks": range(n)},
+            vmin=-0.5,
+            vmax=n - 0.5,
             xticklabels=[f"pos {t}" for t in range(n)],
             yticklabels=[f"head {h}" for h in range(heads)],
         )
@@ -85,7 +180,8 @@ def mask_and_attention(mask: object, weights: object, labels: Sequence[str] | No
     )
     ax_m.set(title="mask (T = may attend)", xlabel="keys (attended to)", ylabel="queries (attending)")
     ax_m.tick_params(axis="y", labelrotation=0)
-    attention_heatmap(w, labels, labels, ax=ax_w, title="attention weights", cbar=False)
+    attention_heatmap(w, labels, labels, ax=ax_w, title="attention weights", cbar=True)
+    ax_w.collections[0].colorbar.set_label("attention weight")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -99,14 +195,20 @@ def attention_cost(
     n = np.asarray(lengths, dtype=float)
     panels = 1 if megabytes is None else 2
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8), squeeze=False)
-    for ax, data, ylabel in zip(
-        axes[0], [seconds] + ([megabytes] if megabytes is not None else []), ["time (s)", "peak memory (MB)"], strict=False
+    for ax, data, ylabel, title in zip(
+        axes[0],
+        [seconds] + ([megabytes] if megabytes is not None else []),
+        ["time (s)", "peak memory (MB)"],
+        ["time against n (dotted: slope 2, n²)", "naive memory grows like n², fused like n"],
+        strict=False,
     ):
         for name, values in data.items():
             ax.loglog(n, values, "o-", label=name)
         first = np.asarray(next(iter(data.values())), dtype=float)
         ax.loglog(n, first[-1] * (n / n[-1]) ** 2, "k:", label="slope 2 (n²)")
-        ax.set(xlabel="sequence length n", ylabel=ylabel)
+        ax.set(xlabel="sequence length n", ylabel=ylabel, title=title)
+        ax.set_xticks(n, [f"{int(v)}" for v in n])  # the measured lengths, written out
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
@@ -215,5 +317,74 @@ def norm_axes(batch: int = 3, tokens: int = 4, features: int = 6) -> Figure:
         )
         ax.set_title(f"{kind}\n{how}", fontsize="medium")
         ax.text(-0.3, -0.5, "rows: tokens, columns: features", fontsize="x-small", color="gray")
+    fig.tight_layout()
+    return fig
+
+
+def position_waves(pe: object, features: Sequence[int] = (0, 2, 4, 6)) -> Figure:
+    """The idea of the sinusoidal encoding: each feature is a wave over the positions, each row a unique pattern.
+
+    Left: the chosen (sine) features of ``pe`` ``(max_len, d_model)`` against the position; right: the whole table.
+    """
+    p = to_numpy(pe)
+    n, d = p.shape
+    fig, (ax_w, ax_h) = plt.subplots(1, 2, figsize=(10, 3.4), width_ratios=(1.3, 1))
+    for f in features:
+        ax_w.plot(np.arange(n), p[:, f], "o-", ms=2.5, lw=1.2, label=f"feature {f}")
+    ax_w.set(xlabel="position", ylabel="value", title="each feature is a wave with its own speed", ylim=(-1.15, 1.4))
+    ax_w.legend(fontsize="x-small", ncol=len(features), loc="upper center")
+    image = ax_h.imshow(p, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    ax_h.set(xlabel="feature (even: sin, odd: cos)", ylabel="position", title="each position gets its own row")
+    ax_h.set_xticks(range(d))
+    fig.colorbar(image, ax=ax_h, label="PE[position, feature]")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------ notebook 06
+
+
+def sublayer_reach(panels: Mapping[str, object], labels: Mapping[str, tuple[Sequence[str], Sequence[str]]]) -> Figure:
+    """How strongly each output token of a sub-layer depends on each input token, one panel per sub-layer.
+
+    ``panels`` maps a title to an ``(n_out, n_in)`` matrix (rows: output tokens, columns: input tokens), scaled so
+    that each row's largest entry is 1; ``labels`` gives each panel's (row labels, column labels).
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels) + 1.0, 3.3), squeeze=False, layout="constrained")
+    image = None
+    for ax, (title, matrix) in zip(axes[0], panels.items(), strict=True):
+        r = to_numpy(matrix)
+        rows, cols = labels[title]
+        image = ax.imshow(r, vmin=0.0, vmax=1.0, cmap="magma")
+        ax.set_xticks(range(r.shape[1]), list(cols))
+        ax.set_yticks(range(r.shape[0]), list(rows))
+        ax.set(title=title, xlabel="input token (read)")
+    axes[0][0].set_ylabel("output token")
+    fig.colorbar(image, ax=axes, label="|d output / d input| (row max = 1)", shrink=0.9)
+    fig.suptitle("which tokens each sub-layer lets a token read")
+    return fig
+
+
+def lr_schedule(steps: object, rates: object, warmup_steps: int, title: str) -> Figure:
+    """A learning-rate schedule against the step, with the end of the warm-up marked."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.plot(to_numpy(steps), to_numpy(rates))
+    ax.axvline(warmup_steps, color="gray", ls=":", label=f"end of warm-up (step {warmup_steps:,})")
+    ax.set(xlabel="training step", ylabel="learning rate", title=title)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def sorter_losses(runs: Mapping[str, object], chance: float, title: str) -> Figure:
+    """Training loss against the step, one line per run, with the chance level."""
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for name, losses in runs.items():
+        values = to_numpy(losses)
+        ax.plot(np.arange(1, len(values) + 1), values, label=name)
+    ax.axhline(chance, color="gray", ls=":", label=f"chance (ln 10 = {chance:.2f})")
+    ax.set(xlabel="training step", ylabel="cross-entropy", title=title)
+    ax.legend(fontsize="small")
     fig.tight_layout()
     return fig

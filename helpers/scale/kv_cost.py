@@ -87,7 +87,8 @@ PUBLISHED: dict[str, AttentionConfig] = {
             96,
             128,
             context=2048,
-            source="Brown et al. 2020, Table 2.1: 96 layers, d_model 12288, 96 heads of 128",
+            source="Brown et al. 2020, Table 2.1 and section 2.1: 96 layers, d_model 12288, 96 heads of 128, context 2048; "
+            "its layers alternate dense and locally banded sparse attention, so a dense cache in every layer overstates it",
         ),
         AttentionConfig(
             "Llama 2 7B",
@@ -134,7 +135,9 @@ PUBLISHED: dict[str, AttentionConfig] = {
             128,
             latent_dim=512,
             rope_dim=64,
-            source="DeepSeek-AI 2024, sections 2.1 and 3.1.2: 60 layers, 128 heads of 128, KV latent 512, decoupled RoPE key 64",
+            context=131072,
+            source="DeepSeek-AI 2024, sections 2.1 and 3.1.2: 60 layers, 128 heads of 128, KV latent 512, decoupled RoPE key 64; "
+            "context 128K",
         ),
     )
 }

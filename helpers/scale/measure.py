@@ -7,13 +7,18 @@ what was held before the call, at its highest point, measured by the allocator, 
   allocator during the call is an event with its size in bytes (positive when allocated, negative when freed); the
   running sum of the events, in time order, is the memory the call holds at each moment, and its maximum is the peak.
   It counts exactly what PyTorch allocates (tensors, and the scratch space of its kernels), byte for byte, and the
-  same calls give the same events, so the number is deterministic on one machine. It does not count memory a
-  library allocates on its own (a BLAS's packing buffers) nor Python objects.
+  same calls give the same events, so the number is deterministic on one machine and one thread count (a fused
+  kernel's scratch space is per thread: more threads, more scratch). It does not count memory a library allocates
+  on its own (the packing buffers of a BLAS or of oneDNN) nor Python objects.
 - on CUDA, with the caching allocator's own statistics: ``torch.cuda.max_memory_allocated()`` after
   ``reset_peak_memory_stats()``, minus what was allocated before.
 
 ``best_time(fn, *args, repeats=...)`` is the shortest CPU time of ``repeats`` calls after a warm-up: CPU time, so that
 waiting for a core another program holds does not count, and the shortest, the call least disturbed otherwise.
+
+``sdpa_times(q, k, v, backends)`` times ``F.scaled_dot_product_attention`` forced onto each of several backends, on
+the inputs' device (CUDA: synchronised wall time), and says which backend refuses the inputs (FlashAttention's CUDA
+kernels take float16 and bfloat16 only).
 """
 
 from __future__ import annotations
@@ -22,13 +27,16 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["Peak", "peak_extra_bytes", "best_time", "format_bytes"]
+from helpers.runtime import smoke
+
+__all__ = ["Peak", "peak_extra_bytes", "best_time", "sdpa_times", "sweep", "format_bytes"]
 
 
 @dataclass
@@ -76,7 +84,12 @@ def _cpu_memory_events(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tup
     """Run ``fn`` under the profiler; return its result and the CPU allocator's events ``(time_ns, bytes)``."""
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_native_stderr():
+    with _quiet_native_stderr(), warnings.catch_warnings():
+        # A CUDA build of PyTorch warns, once per process, that the profiler "clears events at the end of each cycle"
+        # (it prepares a device trace too); each call here is one cycle read at once, so the warning says nothing.
+        # Silenced here, where it comes from, so that no notebook cell writes it to stderr.
+        warnings.filterwarnings("ignore", message=r".*[Pp]rofiler clears events", category=UserWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.(autograd\.)?profiler")
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             result = fn(*args, **kwargs)
     try:
@@ -134,6 +147,7 @@ def best_time(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    repeats, warmup = smoke.capped(repeats, 1), smoke.capped(warmup, 0)  # a smoke run: one call, no warm-up
     for _ in range(warmup):
         fn(*args, **kwargs)
     best = float("inf")
@@ -142,6 +156,49 @@ def best_time(
         fn(*args, **kwargs)
         best = min(best, clock() - begin)
     return best
+
+
+def sdpa_times(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    backends: dict[str, Any],
+    causal: bool = True,
+    repeats: int = 3,
+) -> dict[str, float | None]:
+    """Seconds per call of ``F.scaled_dot_product_attention(q, k, v, is_causal=causal)`` on each forced backend.
+
+    ``backends`` maps a name to an ``SDPBackend`` (or a list of them). On the CPU the clock is this process's CPU
+    time; on CUDA it is wall time around a synchronised call. A backend that refuses the inputs (its kernel does not
+    take their dtype, say) gives None; the warnings PyTorch gives while refusing are kept out of the output.
+    """
+    from torch.nn.attention import sdpa_kernel
+
+    cuda = q.device.type == "cuda"
+    times: dict[str, float | None] = {}
+    for name, backend in backends.items():
+
+        def run(backend: Any = backend) -> None:
+            with sdpa_kernel(backend):
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if cuda:
+                torch.cuda.synchronize(q.device)
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                times[name] = best_time(run, repeats=repeats, clock=time.perf_counter if cuda else time.process_time)
+        except RuntimeError:  # "No available kernel": this backend does not take these inputs
+            times[name] = None
+    return times
+
+
+def sweep(sizes: list[int], smoke_sizes: list[int] | None = None) -> list[int]:
+    """The sizes a timing sweep measures: ``sizes``; in a smoke run (``helpers.runtime.smoke``), ``smoke_sizes``
+    (default: the smallest of ``sizes``), since the numbers of a smoke run support no claim."""
+    if not sizes:
+        raise ValueError("sweep(sizes): give at least one size")
+    return list(sizes) if not smoke.active() else list(smoke_sizes or [min(sizes)])
 
 
 def format_bytes(n: int) -> str:
