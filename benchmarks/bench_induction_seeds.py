@@ -37,8 +37,9 @@ from helpers.models.induction import (  # noqa: E402
     induction_qk_circuit,
     induction_score,
     ov_circuit,
-    path_patching_losses,
+    path_ablation_losses,
     phase_change,
+    positional_pattern,
     prev_token_score,
     repeated_half_loss,
     train_induction,
@@ -47,7 +48,8 @@ from helpers.models.induction import (  # noqa: E402
 # notebook 13's recipe (its cell `train`): the same for the two-layer model and the control
 V, PERIOD, MAX_LEN = 128, 12, 33
 RECIPE = dict(
-    steps=600, batch_size=32, lr=2e-2, schedule="cosine", min_period=6, max_period=16, val_period=PERIOD, distinct=True
+    steps=600, batch_size=32, lr=2e-2, schedule="cosine", min_period=6, max_period=16, val_period=PERIOD, distinct=True,
+    track_heads=True,
 )  # fmt: skip
 
 
@@ -67,6 +69,12 @@ def train(layers: int, seed: int) -> tuple[AttentionOnlyLM, dict]:
         "width": change["width"],
         "cpu_s": round(history.cpu_seconds, 2),
     }
+    if layers == 2:  # when the two heads form: the step at which each score has made half its rise (as the loss's middle)
+        prev = max(("L0H0", "L0H1"), key=lambda h: history.prev_score[h][-1])
+        for name, scores in (("prev", history.prev_score[prev]), ("ind", history.induction_score["L1H0"])):
+            rise = phase_change(history.steps, [-v for v in scores])
+            curve[f"{name}_start"], curve[f"{name}_middle"], curve[f"{name}_end"] = rise["start"], rise["middle"], rise["end"]
+            curve[f"{name}_middle_minus_loss_middle"] = rise["middle"] - change["middle"]
     return model.eval(), curve
 
 
@@ -91,7 +99,7 @@ def circuit(model: AttentionOnlyLM, test_ids: torch.Tensor) -> dict:
         out[f"{how}_rise_prev"] = round(rise[0, prev].item(), 4)
         out[f"{how}_rise_other"] = round(rise[0, other].item(), 4)
         out[f"{how}_rise_induction"] = round(rise[1, 0].item(), 4)
-    patched = path_patching_losses(model, test_ids, PERIOD, head=(0, prev), how="mean")
+    patched = path_ablation_losses(model, test_ids, PERIOD, head=(0, prev), how="mean")
     for part in ("q", "k", "v", "qkv"):
         out[f"patch_{part}"] = round(patched[part] - patched["none"], 4)
     for kind in ("q", "k", "v"):
@@ -101,6 +109,9 @@ def circuit(model: AttentionOnlyLM, test_ids: torch.Tensor) -> dict:
     for name, head in (("qk_diag_prev", prev), ("qk_diag_other", other)):
         weights = induction_qk_circuit(model, prev_head=head)[:V, :V].softmax(-1)  # (V, V)
         out[name] = round(weights.diagonal().mean().item(), 4)
+    positional = positional_pattern(model, head=prev).diagonal(-1)  # (32,): position i's weight on i - 1, positions alone
+    out["pos_prev_up_to_16"] = round(positional[:16].mean().item(), 4)  # queries 1 .. 16
+    out["pos_prev_from_17"] = round(positional[16:].mean().item(), 4)  # queries 17 .. 32
     out["copying"] = round(copying_score(ov_circuit(model)[:V, :V]), 4)
     dla = direct_logit_attribution(model, test_ids, PERIOD)
     out["dla_induction"] = round(dla["L1H0"], 4)

@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_kv_cache.py            # about a minute of CPU
     .venv/bin/python benchmarks/bench_kv_cache.py --repeats 7 --contexts 256 1024 4096 16384 65536
+    .venv/bin/python benchmarks/bench_kv_cache.py --notebook-cell 10   # notebook 11's timing cell, ten times
+    .venv/bin/python benchmarks/bench_kv_cache.py --notebook-cell 3 --parts loops   # on slow answers its checks accept
 
 Setting: notebook 11's 2025 model (d_model 64, 4 query heads of width 16, 2 layers, SwiGLU of width 110, vocabulary
 103, float32, random weights: the cost does not depend on them), with 4, 2 and 1 key/value heads (multi-head,
@@ -55,13 +57,86 @@ def fit_line(xs: list[int], ys: list[float]) -> tuple[float, float]:
     return my - b * mx, b
 
 
+def notebook_cell(runs: int, parts: str = "solution") -> None:
+    """Notebook 11's timing cell, ``runs`` times, one JSON line each: the 2025 model on the parts the notebook runs, 8
+    steps at 256 to 16,384 cached positions and 1 uncached step at 256 and 1,024, median of 3 rounds; the two ratios
+    its claims are about. ``parts="solution"``: the written-out attention of Exercise 11.9 as its solution computes
+    it, the course's other parts (those of the solutions); ``parts="loops"``: slow answers that the checks accept
+    (RoPE one pair of features at a time, attention one query at a time, ``repeat_kv`` by ``torch.cat`` of slices),
+    the slowest learner's notebook the claims must hold for."""
+    import json
+    import math
+
+    from helpers.models.lm import Parts
+
+    def written_out(q, k, v):  # the notebook's Exercise 11.9, as its solution writes it
+        n, m = q.shape[-2], k.shape[-2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n, m)
+        query_position = torch.arange(m - n, m, device=q.device)[:, None]  # (n, 1)
+        key_position = torch.arange(m, device=q.device)[None, :]  # (1, m)
+        return scores.masked_fill(key_position > query_position, float("-inf")).softmax(dim=-1) @ v
+
+    def rope_loop(x, angles):  # one pair of features at a time
+        out = x.clone()
+        for i in range(x.shape[-1] // 2):
+            cos, sin = angles[:, i].cos().to(x.dtype), angles[:, i].sin().to(x.dtype)
+            out[..., 2 * i] = x[..., 2 * i] * cos - x[..., 2 * i + 1] * sin
+            out[..., 2 * i + 1] = x[..., 2 * i] * sin + x[..., 2 * i + 1] * cos
+        return out
+
+    def attention_loop(q, k, v):  # one query at a time, over the keys it sees
+        n, m = q.shape[-2], k.shape[-2]
+        rows = []
+        for i in range(n):
+            seen = m - n + i + 1
+            scores = q[..., i : i + 1, :] @ k[..., :seen, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+            rows.append(scores.softmax(-1) @ v[..., :seen, :])
+        return torch.cat(rows, -2)
+
+    def repeat_cat(kv, groups):  # torch.cat of one slice per query head
+        return torch.cat([kv[:, i : i + 1] for i in range(kv.shape[1]) for _ in range(groups)], 1)
+
+    contexts = [256, 1024, 4096, 16384]
+    chosen = (
+        Parts(cached_attention=written_out)
+        if parts == "solution"
+        else Parts(apply_rope=rope_loop, cached_attention=attention_loop, repeat_kv=repeat_cat)
+    )
+    lm = model(2).set_parts(chosen)
+    for run in range(runs):
+        cached = decode_times(lm, contexts, steps=8, repeats=3)
+        uncached = decode_times(lm, contexts[:2], steps=1, repeats=3, use_cache=False)
+        a, b = fit_line(contexts, cached)
+        print(
+            json.dumps(
+                {
+                    "run": run,
+                    "parts": parts,
+                    "capability": torch.backends.cpu.get_cpu_capability(),
+                    "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
+                    "ms_per_token": [round(1000 * c, 4) for c in cached],
+                    "uncached_ms": [round(1000 * u, 3) for u in uncached],
+                    "ratio_16384_over_256": round(cached[-1] / cached[0], 2),
+                    "speedup_at_1024": round(uncached[1] / cached[1], 1),
+                    "ns_per_position": round(1e9 * b, 1),
+                }
+            ),
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--contexts", nargs="+", type=int, default=CONTEXTS)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--notebook-cell", type=int, default=0, metavar="RUNS", help="time notebook 11's cell RUNS times")
+    parser.add_argument("--parts", choices=["solution", "loops"], default="solution", help="with --notebook-cell")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.notebook_cell:
+        notebook_cell(args.notebook_cell, args.parts)
+        return
     print(
         f"torch {torch.__version__} | python {platform.python_version()} | {platform.machine()} | "
         f"capability {torch.backends.cpu.get_cpu_capability()} | threads {torch.get_num_threads()}"

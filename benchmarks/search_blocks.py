@@ -44,7 +44,7 @@ from helpers.blocks import EncoderBlock  # noqa: E402
 
 NOTEBOOK = ROOT / "notebooks" / "solutions" / "06_transformer_blocks.ipynb"
 EXERCISES = ("s06-ex61-code", "s06-ex63-code", "s06-ex64-code")
-RECIPE = ("s06-ln-model",)
+RECIPE = ("s06-ln-model", "s06-ln-train-fn")
 RUNS = {"post-LN": dict(norm_first=False), "pre-LN": dict(norm_first=True), "post-LN + warm-up": dict(norm_first=False)}
 CLAIMS_CELL = "s06-ln-claims"
 

@@ -4,7 +4,11 @@
 PyTorch has the kernel) and a warm-up then cosine learning-rate schedule,
 optionally augmenting every training batch, shows a ``tqdm.auto`` progress
 bar, and returns a ``History``: per-epoch loss and accuracy on the training
-data and on a held-out validation split, and the wall time. The same seed
+data and on a held-out validation split, and the wall time. Two opt-in guards
+make a run that could collapse safe (notebook 07): ``clip_grad_norm`` caps the
+gradient's norm before every step, and ``keep_best`` returns the weights of the
+epoch with the lowest validation loss. ``choose_learning_rate`` picks a
+learning rate from validation curves, refusing runs that blew up. The same seed
 gives the same numbers on one thread and one machine (another CPU or a GPU
 prints other low-order digits).
 
@@ -26,7 +30,17 @@ from torch import Tensor, nn
 from helpers.runtime.smoke import EPOCHS as SMOKE_EPOCHS
 from helpers.runtime.smoke import capped
 
-__all__ = ["History", "fit", "evaluate", "train_step", "warmup_cosine", "count_parameters", "adamw"]
+__all__ = [
+    "History",
+    "fit",
+    "evaluate",
+    "train_step",
+    "warmup_cosine",
+    "count_parameters",
+    "adamw",
+    "blew_up",
+    "choose_learning_rate",
+]
 
 
 @dataclass
@@ -38,6 +52,10 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     val_acc: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    #: with ``fit(..., clip_grad_norm=...)``: the largest gradient norm of each epoch, measured before clipping
+    grad_norm: list[float] = field(default_factory=list)
+    #: with ``fit(..., keep_best=True)``: the epoch (0-based) whose weights the model holds at the end
+    best_epoch: int | None = None
 
     def __getitem__(self, key: str) -> list[float]:  # lets plots read a History like a dict
         return getattr(self, key)
@@ -120,6 +138,8 @@ def fit(
     step_fn=train_step,
     eval_train: bool | int = True,
     augment: Callable[[Tensor, torch.Generator], Tensor] | None = None,
+    clip_grad_norm: float | None = None,
+    keep_best: bool = False,
 ) -> History:
     """Train ``model`` with AdamW and warm-up + cosine decay; evaluate on ``(x_val, y_val)`` after every epoch.
 
@@ -142,13 +162,38 @@ def fit(
     the cost), and ``x_val=y_val=None`` trains without validation, as the
     final run of a chosen configuration on training + validation data does
     (``val_*`` stay empty).
+
+    Guards against a run that collapses, both off by default:
+    ``clip_grad_norm=c`` rescales the gradient before every optimizer step so
+    that its norm over all parameters is at most ``c``
+    (``torch.nn.utils.clip_grad_norm_``, applied by a hook on the optimizer,
+    so it works with any ``step_fn``), and records each epoch's largest norm
+    before clipping in ``History.grad_norm``; ``keep_best=True`` (needs a
+    validation split) gives the model back with the weights of the epoch
+    whose validation loss was lowest, recorded in ``History.best_epoch``, so
+    that a run that blew up late never reaches the test set with its
+    blown-up weights.
     """
     if not isinstance(eval_train, bool) and (not isinstance(eval_train, int) or eval_train < 1):
         raise ValueError(f"eval_train must be True, False or a number of training examples >= 1, got {eval_train!r}")
     if (x_val is None) != (y_val is None):
         raise ValueError("pass both x_val and y_val, or neither (a final run on training + validation data)")
+    if keep_best and x_val is None:
+        raise ValueError("keep_best=True keeps the epoch with the lowest validation loss: pass x_val and y_val")
+    if clip_grad_norm is not None and not (isinstance(clip_grad_norm, (int, float)) and clip_grad_norm > 0):
+        raise ValueError(f"clip_grad_norm must be a positive number (the largest gradient norm) or None, got {clip_grad_norm!r}")
     device = next(model.parameters()).device
     optimizer = adamw(model, lr=lr, weight_decay=weight_decay)
+    largest: list[Tensor] = []  # this epoch's largest gradient norm (clip_grad_norm), kept on the device until it ends
+    if clip_grad_norm is not None:
+        params = [p for p in model.parameters() if p.requires_grad]
+
+        def clip(_optimizer, _args, _kwargs) -> None:
+            norm = torch.nn.utils.clip_grad_norm_(params, clip_grad_norm).detach()
+            largest[:] = [norm if not largest else torch.maximum(largest[0], norm)]
+
+        optimizer.register_step_pre_hook(clip)
+    best_loss, best_state = math.inf, None
     steps_per_epoch = math.ceil(len(x_train) / batch_size)
     scheduler = warmup_cosine(optimizer, int(warmup_epochs * steps_per_epoch), epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(seed)
@@ -179,6 +224,39 @@ def fit(
             history.val_loss.append(val_loss)
             history.val_acc.append(val_acc)
             postfix["val_acc"] = f"{val_acc:.3f}"
+            if keep_best and val_loss < best_loss:  # a NaN loss is never the best
+                best_loss, history.best_epoch = val_loss, len(history.val_loss) - 1
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if clip_grad_norm is not None:
+            history.grad_norm.append(largest[0].item() if largest else 0.0)
+            largest.clear()
         bar.set_postfix(postfix)
+    if best_state is not None:
+        model.load_state_dict(best_state)
     history.seconds = time.perf_counter() - start
     return history
+
+
+def blew_up(val_loss: list[float], factor: float = 1.5) -> bool:
+    """Whether a validation curve blew up: a loss that is not finite, or a last loss ``factor`` times its lowest."""
+    if not val_loss:
+        raise ValueError("an empty validation curve: train with a validation split (fit(..., x_val, y_val))")
+    if not all(math.isfinite(v) for v in val_loss):
+        return True
+    return val_loss[-1] > factor * min(val_loss)
+
+
+def choose_learning_rate(runs: dict[float, History], factor: float = 1.5) -> float:
+    """The learning rate whose run ends with the lowest validation loss, among the runs that did not blow up.
+
+    ``runs`` maps each learning rate to the ``History`` of its run on the training part, validated on the
+    validation split. A run blew up (``blew_up``) when a validation loss is not finite, or when its last one is
+    more than ``factor`` times its lowest: it is refused, however low its loss was before. When every run blew
+    up, ``ValueError`` says so (no learning rate of the grid is safe: try smaller ones).
+    """
+    if not runs:
+        raise ValueError("no runs to choose from: give {learning rate: History}")
+    healthy = {lr: run for lr, run in runs.items() if not blew_up(run.val_loss, factor)}
+    if not healthy:
+        raise ValueError(f"every run blew up ({', '.join(f'lr {lr:g}' for lr in runs)}): try smaller learning rates")
+    return min(healthy, key=lambda lr: healthy[lr].val_loss[-1])

@@ -282,6 +282,16 @@ def test_score_likeliest_mistakes_are_named(name):
     assert_caught(check_scores, fn, *phrases)
 
 
+def _scores_torch_transpose(Q, K, scale=True):
+    dot_products = Q @ K.transpose(-2, -1)  # torch's way: on a 2-D numpy array transpose(-2, -1) changes nothing
+    return dot_products / math.sqrt(Q.shape[-1]) if scale else dot_products
+
+
+def test_torch_transpose_on_numpy_is_named_in_one_short_line():
+    message = assert_caught(check_scores, _scores_torch_transpose, "numpy", "transpose(-2, -1)", "K.swapaxes(-2, -1)")
+    assert len(message) < 320 and "gufunc" not in message, message
+
+
 SCORE_RIGHT = {
     "np.sqrt": _scaled(lambda Q: np.sqrt(Q.shape[-1])),
     "** 0.5": _scaled(lambda Q: Q.shape[-1] ** 0.5),

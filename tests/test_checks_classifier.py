@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.checks.classifier import check_classifier_forward, check_patch_embedding, check_train_step
+from helpers.checks.classifier import (
+    check_attention_summary,
+    check_choose_learning_rate,
+    check_classifier_forward,
+    check_patch_embedding,
+    check_train_step,
+)
 from helpers.models.classifier import PatchEmbedding
 from helpers.training import train_step
 from tests.conftest import assert_caught, assert_not_attempted
@@ -469,3 +478,199 @@ def test_the_references_in_helpers_models_pass():
     assert check_patch_embedding(helpers.models.PatchEmbedding) is True
     assert check_classifier_forward(TransformerClassifier.forward) is True  # what the notebook falls back on
     assert check_train_step(helpers.training.train_step) is True
+
+
+# ---------------------------------------------------------------- Exercise 7.4: choosing the learning rate
+
+
+def _finite(losses):
+    return all(math.isfinite(v) for v in losses)
+
+
+def choose_reference(runs):
+    healthy = [lr for lr, run in runs.items() if _finite(run.val_loss) and run.val_loss[-1] <= 1.5 * min(run.val_loss)]
+    return min(healthy, key=lambda lr: runs[lr].val_loss[-1])
+
+
+def choose_sorted(runs):  # sorted, a strict boundary, NaN tested as x != x, the History read like a dict
+    ok = {lr: run["val_loss"] for lr, run in runs.items() if not any(v != v for v in run["val_loss"])}
+    ok = {lr: losses for lr, losses in ok.items() if not losses[-1] >= 1.5 * min(losses)}
+    return sorted(ok, key=lambda lr: ok[lr][-1])[0]
+
+
+def choose_numpy(runs):  # numpy: isfinite over the curve, argmin over the kept learning rates
+    lrs = np.array(
+        [lr for lr, run in runs.items() if np.isfinite(run.val_loss).all() and run.val_loss[-1] <= 1.5 * np.min(run.val_loss)]
+    )
+    return lrs[np.argmin([runs[lr].val_loss[-1] for lr in lrs])]
+
+
+def choose_loop(runs):  # a loop, and its own ValueError when every run blew up
+    best = None
+    for lr, run in runs.items():
+        losses = run.val_loss
+        if any(math.isnan(v) or math.isinf(v) for v in losses) or losses[-1] > 1.5 * min(losses):
+            continue
+        if best is None or losses[-1] < runs[best].val_loss[-1]:
+            best = lr
+    if best is None:
+        raise ValueError("every run blew up")
+    return best
+
+
+def test_choose_reference_and_other_right_answers_pass():
+    import helpers.training
+
+    for right in (helpers.training.choose_learning_rate, choose_reference, choose_sorted, choose_numpy, choose_loop):
+        assert check_choose_learning_rate(right) is True, right.__name__
+
+
+def test_choose_stub_not_attempted(capsys):
+    def stub(runs):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_choose_learning_rate, stub, capsys)
+    assert_not_attempted(check_choose_learning_rate, ..., capsys)
+
+
+def _choose_by(score, refuse=lambda losses: False):
+    def choose(runs):
+        kept = {lr: run for lr, run in runs.items() if not refuse(run.val_loss)}
+        return min(kept, key=lambda lr: score(kept[lr]))
+
+    return choose
+
+
+_ratio_only = lambda losses: losses[-1] > 1.5 * min(losses)  # noqa: E731
+_last_finite = lambda losses: not math.isfinite(losses[-1]) or losses[-1] > 1.5 * min(losses)  # noqa: E731
+_healthy = lambda losses: not _finite(losses) or _ratio_only(losses)  # noqa: E731
+
+CHOOSE_MISTAKES = [
+    (_choose_by(lambda run: -run.val_loss[-1], _healthy), ["highest last validation loss", "min, not max"]),
+    (_choose_by(lambda run: -run.val_acc[-1], _healthy), ["highest validation accuracy"]),
+    (_choose_by(lambda run: run.train_loss[-1], _healthy), ["lowest training loss"]),
+    (_choose_by(lambda run: min(run.val_loss), _healthy), ["dipped lowest", "val_loss[-1]"]),
+    (_choose_by(lambda run: run.val_loss[-1], lambda losses: losses[-1] > min(losses)), ["a healthy run was refused"]),
+    (_choose_by(lambda run: run.val_loss[-1]), ["blew up", "more than 1.5 times its lowest"]),
+    (_choose_by(lambda run: run.val_loss[-1], _ratio_only), ["ended as NaN", "math.isfinite"]),
+    (_choose_by(lambda run: run.val_loss[-1], _last_finite), ["NaN validation loss at epoch 2", "not only the last"]),
+    (lambda runs: runs[choose_reference(runs)], ["returned a run (a History)"]),
+    (lambda runs: list(runs).index(choose_reference(runs)), ["a position in the list"]),
+    (lambda runs: str(choose_reference(runs)), ["returned str"]),
+    (lambda runs: torch.tensor(choose_reference(runs)), ["returned Tensor"]),
+    (lambda runs: choose_reference(runs) * 10, ["not one of the learning rates tried"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", CHOOSE_MISTAKES)
+def test_choose_mistakes_are_named(wrong, phrases):
+    assert_caught(check_choose_learning_rate, wrong, *phrases)
+
+
+def test_choose_must_refuse_when_every_run_blew_up_and_leave_the_runs_alone():
+    def choose_anyway(runs):  # falls back on the lowest loss when nothing is healthy
+        try:
+            return choose_reference(runs)
+        except ValueError:
+            return min(runs, key=lambda lr: runs[lr].val_loss[-1])
+
+    assert_caught(check_choose_learning_rate, choose_anyway, "every run blew up", "nothing to choose")
+
+    def choose_then_pop(runs):
+        choice = choose_reference(runs)
+        for run in runs.values():
+            run.val_loss.pop()
+        return choice
+
+    assert_caught(check_choose_learning_rate, choose_then_pop, "changed a run's history")
+
+
+# ---------------------------------------------------------------- Exercise 7.5: reading the attention maps
+
+
+def summary_reference(weights):
+    rows = weights.mean(dim=1)  # (batch, n, n)
+    received = rows.mean(dim=1)  # (batch, n)
+    return received, 0.5 * (rows - received[:, None, :]).abs().sum(-1).mean(-1)
+
+
+def summary_other_ways(weights):  # one mean over two axes, keepdim, the L1 norm of torch.linalg
+    received = weights.mean(dim=(1, 2))  # (batch, n)
+    rows = weights.mean(1)
+    spread = torch.linalg.vector_norm(rows - received.unsqueeze(1), ord=1, dim=-1).mean(dim=-1) / 2
+    return received, spread
+
+
+def summary_einsum(weights):  # einsum, and a list instead of a tuple
+    b, h, n, _ = weights.shape
+    received = torch.einsum("bhqk->bk", weights) / (h * n)
+    spread = (weights.mean(1) - received[:, None]).abs().sum(-1).mean(-1) * 0.5
+    return [received, spread]
+
+
+def test_summary_reference_and_other_right_answers_pass():
+    from helpers.models.classifier import attention_summary
+
+    for right in (attention_summary, summary_reference, summary_other_ways, summary_einsum):
+        assert check_attention_summary(right) is True, right.__name__
+
+
+def test_summary_stub_not_attempted(capsys):
+    def stub(weights):
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+    assert_not_attempted(check_attention_summary, stub, capsys)
+    assert_not_attempted(check_attention_summary, ..., capsys)
+
+
+def _summary(received=None, spread=None):
+    def summary(weights):
+        rows = weights.mean(dim=1)
+        good = rows.mean(dim=1)
+        r = received(weights, rows) if received else good
+        s = spread(weights, rows, good) if spread else 0.5 * (rows - good[:, None, :]).abs().sum(-1).mean(-1)
+        return r, s
+
+    return summary
+
+
+_tv = lambda a, b: 0.5 * (a - b).abs().sum(-1)  # noqa: E731
+
+SUMMARY_MISTAKES = [
+    (_summary(received=lambda w, rows: rows.mean(-1)), ["averaged over the keys", "axis 2"]),
+    (_summary(received=lambda w, rows: rows.sum(1)), ["summed over the queries"]),
+    (_summary(received=lambda w, rows: w[:, 0].mean(1)), ["only the first head"]),
+    (_summary(received=lambda w, rows: rows.amax(1)), ["largest attention over the queries"]),
+    (_summary(received=lambda w, rows: w.sum(1).mean(1)), ["summed over the heads"]),
+    (_summary(received=lambda w, rows: w.mean(dim=(0, 1))), ["wrong shape"]),
+    (_summary(spread=lambda w, rows, r: (rows - r[:, None, :]).abs().sum(-1).mean(-1)), ["factor 0.5"]),
+    (_summary(spread=lambda w, rows, r: _tv(rows, r[:, None, :]).amax(-1)), ["largest distance over the queries"]),
+    (_summary(spread=lambda w, rows, r: _tv(rows, r[:, None, :]).sum(-1)), ["sums the distances"]),
+    (_summary(spread=lambda w, rows, r: _tv(rows, 1.0 / rows.shape[-1]).mean(-1)), ["uniform distribution"]),
+    (_summary(spread=lambda w, rows, r: ((rows - r[:, None, :]) ** 2).sum(-1).mean(-1)), ["squared"]),
+    (_summary(spread=lambda w, rows, r: _tv(rows, r[:, :, None]).mean(-1)), ["wrong axis", "received[:, None, :]"]),
+    (_summary(spread=lambda w, rows, r: _tv(w, w.mean(2, keepdim=True)).mean(dim=(1, 2))), ["per head"]),
+    (lambda w: summary_reference(w)[::-1], ["swapped"]),
+    (lambda w: summary_reference(w)[0], ["two tensors"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SUMMARY_MISTAKES)
+def test_summary_mistakes_are_named(wrong, phrases):
+    assert_caught(check_attention_summary, wrong, *phrases)
+
+
+@pytest.mark.parametrize("check", [check_choose_learning_rate, check_attention_summary])
+def test_new_checks_keep_the_stub_contract(check, capsys):
+    def bare_stub(arg):
+        raise NotImplementedError
+
+    def own_not_implemented(arg):
+        raise NotImplementedError("dim=None is not supported")  # the student's own message: a real attempt
+
+    def calls_a_module_list(arg):
+        return nn.ModuleList([nn.Identity()])(arg)  # PyTorch's own NotImplementedError: a real attempt
+
+    assert_not_attempted(check, bare_stub, capsys)
+    assert_caught(check, own_not_implemented, "not the exercise's stub", "dim=None is not supported")
+    assert "not attempted" not in assert_caught(check, calls_a_module_list, "not the exercise's stub", "loop over it")

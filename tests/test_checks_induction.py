@@ -37,7 +37,7 @@ def prev_indexing(pattern):
 
 def prev_accumulated(pattern):  # a float32 accumulator (torch.zeros without dtype): judged at float32's precision
     b, h, n, _ = pattern.shape
-    score = torch.zeros(h)
+    score = torch.zeros(h, device=pattern.device)
     for i in range(1, n):
         score += pattern[:, :, i, i - 1].sum(0).float()
     return score / (b * (n - 1))
@@ -49,14 +49,25 @@ def prev_in_float64(pattern):  # float64 for float32 patterns: more precise, fin
 
 def prev_einsum(pattern):
     n = pattern.shape[-1]
-    sub = torch.eye(n, dtype=pattern.dtype).roll(-1, dims=1).tril()  # sub[i, i - 1] = 1
+    sub = torch.eye(n, dtype=pattern.dtype, device=pattern.device).roll(-1, dims=1).tril()  # sub[i, i - 1] = 1
     return torch.einsum("bhij,ij->h", pattern, sub) / (pattern.shape[0] * (n - 1))
 
 
 def prev_sum_divided(pattern):
     b, h, n, _ = pattern.shape
-    below = torch.ones(n, n, dtype=pattern.dtype).tril(-1).triu(-1)  # 1 on the sub-diagonal
+    below = pattern.new_ones(n, n).tril(-1).triu(-1)  # 1 on the sub-diagonal
     return (pattern * below).sum(dim=(0, 2, 3)) / (b * (n - 1))
+
+
+def prev_bool_mask(pattern):  # a boolean mask built on the CPU is a valid index on any device
+    n = pattern.shape[-1]
+    below = torch.arange(n)[:, None] - torch.arange(n)[None, :] == 1  # (n, n)
+    return pattern[:, :, below].mean(dim=(0, -1))
+
+
+def prev_cpu_scalar(pattern):  # a 0-dim CPU tensor mixes with any device
+    total = torch.tensor(0.0, dtype=pattern.dtype)
+    return total + pattern.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
 @pytest.mark.parametrize(
@@ -70,6 +81,8 @@ def prev_sum_divided(pattern):
         prev_in_float64,
         prev_einsum,
         prev_sum_divided,
+        prev_bool_mask,
+        prev_cpu_scalar,
     ],
 )
 def test_prev_right_answers(answer):
@@ -129,6 +142,21 @@ PREV_WRONG = {
     ),
     "argmax head": (lambda p: _d(p, -1).mean(dim=(0, -1)).argmax(), ["index of the best head", "argmax"]),
     "float32 inside, float64 out": (lambda p: prev_solution(p.float()).to(p.dtype), ["precision problem", "float32"]),
+    "accumulated on the CPU": (
+        lambda p: sum((p[:, :, i, i - 1].mean(0) for i in range(1, p.shape[-1])), torch.zeros(p.shape[1])) / (p.shape[-1] - 1),
+        ["on a GPU it fails", "torch.zeros(...)", "device=", "pattern.new_zeros"],
+    ),
+    "mask on the CPU": (
+        lambda p: (
+            (p * torch.ones(p.shape[-1], p.shape[-1], dtype=p.dtype).tril(-1).triu(-1)).sum(dim=(0, 2, 3))
+            / (p.shape[0] * (p.shape[-1] - 1))
+        ),
+        ["on a GPU it fails", "torch.ones(...)", "`*`", "device=pattern.device"],
+    ),
+    "result built on the CPU": (
+        lambda p: torch.tensor([p[:, h].diagonal(-1, -2, -1).mean().item() for h in range(p.shape[1])], dtype=p.dtype),
+        ["returns a tensor made with torch.tensor(...)", "come back on the CPU"],
+    ),
 }
 
 
@@ -167,7 +195,7 @@ def ind_indexing(pattern, period):
 
 def ind_accumulated(pattern, period):  # a float32 accumulator (torch.zeros without dtype): judged at float32's precision
     b, h, n, _ = pattern.shape
-    score = torch.zeros(h)
+    score = torch.zeros(h, device=pattern.device)
     for i in range(n - period, n):
         score += pattern[:, :, i, i - period + 1].mean(0).float() / period
     return score
@@ -179,7 +207,7 @@ def ind_in_float64(pattern, period):
 
 def ind_gather(pattern, period):
     n = pattern.shape[-1]
-    queries = torch.arange(n - period, n)
+    queries = torch.arange(n - period, n, device=pattern.device)
     rows = pattern[:, :, queries]  # (b, h, period, n)
     keys = (queries - period + 1).expand(*rows.shape[:2], -1)[..., None]  # (b, h, period, 1)
     return rows.gather(-1, keys)[..., 0].mean(dim=(0, -1))
@@ -202,6 +230,13 @@ def _stripe(p, offset, start, stop=None):
     stop = n if stop is None else stop
     queries = torch.arange(max(start, -offset), stop)
     return p[:, :, queries, queries + offset].mean(dim=(0, 2))
+
+
+def _ind_filled_on_cpu(pattern, period):  # right values, written into a CPU tensor: on a GPU the result is on the CPU
+    out = torch.zeros(pattern.shape[1], dtype=pattern.dtype)
+    for h in range(pattern.shape[1]):
+        out[h] = ind_solution(pattern[:, h : h + 1], period)[0]
+    return out
 
 
 IND_WRONG = {
@@ -245,6 +280,21 @@ IND_WRONG = {
         ["argmax"],
     ),
     "float32 inside, float64 out": (lambda p, t: ind_solution(p.float(), t).to(p.dtype), ["precision problem"]),
+    "accumulated on the CPU": (
+        lambda p, t: (
+            sum((p[:, :, i, i - t + 1].mean(0) for i in range(p.shape[-1] - t, p.shape[-1])), torch.zeros(p.shape[1])) / t
+        ),
+        ["on a GPU it fails", "torch.zeros(...)", "`+`", "device=pattern.device"],
+    ),
+    "gather index on the CPU": (
+        lambda p, t: (
+            p[:, :, -t:]
+            .gather(-1, (torch.arange(p.shape[-1] - t, p.shape[-1]) - t + 1).expand(*p.shape[:2], -1)[..., None])[..., 0]
+            .mean(dim=(0, -1))
+        ),
+        ["on a GPU it fails", "torch.arange(...)", "`gather`"],
+    ),
+    "filled on the CPU": (_ind_filled_on_cpu, ["come back on the CPU", "torch.zeros(...)"]),
     "list": (lambda p, t: ind_solution(p, t).tolist(), ["torch.Tensor", "list"]),
     "none": (lambda p, t: None, ["torch.Tensor", "NoneType"]),
 }
@@ -269,13 +319,13 @@ def ablate_solution(z, head, how="zero"):  # the notebook's solution
 
 
 def ablate_where(z, head, how="zero"):
-    is_head = (torch.arange(z.shape[1]) == head)[None, :, None, None]
+    is_head = (torch.arange(z.shape[1], device=z.device) == head)[None, :, None, None]
     replacement = torch.zeros_like(z) if how == "zero" else z.mean(0, keepdim=True).expand_as(z)
     return torch.where(is_head, replacement, z)
 
 
 def ablate_mask(z, head, how="zero"):
-    keep = torch.ones(z.shape[1], dtype=z.dtype)
+    keep = torch.ones(z.shape[1], dtype=z.dtype, device=z.device)
     keep[head] = 0
     keep = keep[None, :, None, None]
     out = z * keep
@@ -356,7 +406,22 @@ def _zero_unfinished(z, head, how="zero"):
     raise NotImplementedError
 
 
+def _ablate_where_on_cpu(z, head, how="zero"):  # torch.where with a condition built on the CPU: refused on a GPU
+    is_head = (torch.arange(z.shape[1]) == head)[None, :, None, None]
+    replacement = torch.zeros_like(z) if how == "zero" else z.mean(0, keepdim=True).expand_as(z)
+    return torch.where(is_head, replacement, z)
+
+
+def _ablate_rebuilt_on_cpu(z, head, how="zero"):  # a new tensor made with torch.zeros(z.shape): on the CPU
+    out = torch.zeros(z.shape, dtype=z.dtype)
+    out[:] = z
+    out[:, head] = 0.0 if how == "zero" else z[:, head].mean(0, keepdim=True)
+    return out
+
+
 ABLATE_WRONG = {
+    "where on the CPU": (_ablate_where_on_cpu, ["on a GPU it fails", "torch.arange(...)", "device=z.device"]),
+    "rebuilt on the CPU": (_ablate_rebuilt_on_cpu, ["come back on the CPU", "z.new_zeros"]),
     "next_head": (lambda z, h, how: ablate_solution(z, h + 1 if h + 1 < z.shape[1] else h - 1, how), ["instead of head"]),
     "previous_head": (lambda z, h, how: ablate_solution(z, h - 1 if h > 0 else h + 1, how), ["instead of head"]),
     "position_axis": (

@@ -15,8 +15,10 @@ from helpers.checks.lm import (
     check_apply_rope,
     check_cache_update,
     check_cached_attention,
+    check_next_token_loss,
     check_repeat_kv,
     check_rms_norm,
+    check_sample,
     check_swiglu,
     check_temperature_top_k,
     check_top_p_filter,
@@ -27,6 +29,7 @@ from helpers.models.lm import (
     cache_update,
     cached_attention,
     cached_attention_math,
+    next_token_loss,
     repeat_kv,
     rms_norm,
     rope_angles,
@@ -34,6 +37,7 @@ from helpers.models.lm import (
     temperature_top_k,
     top_p_filter,
 )
+from helpers.models.lm import sample as lm_sample
 from tests.conftest import assert_caught, assert_not_attempted
 
 
@@ -114,6 +118,26 @@ RMS_MISTAKES = [
     (lambda x, w, eps: x / torch.sqrt(ms(x).detach() + eps) * w, ["gradient with respect to `x`"]),
     (lambda x, w, eps: torch.from_numpy(rms_norm(x, w, eps).detach().numpy()), ["gradients"]),
     (lambda x, w, eps: 2 * rms_norm(x, w, eps), ["differs from the reference"]),
+    # issue 36: the standard deviation with eps, and other divisors, named by what they divide by
+    (lambda x, w, eps: x / torch.sqrt(x.var(-1, keepdim=True) + eps) * w, ["(unbiased) standard deviation", "d - 1"]),
+    (lambda x, w, eps: x / (x.std(-1, keepdim=True) + eps) * w, ["(unbiased) standard deviation"]),
+    (
+        lambda x, w, eps: x / (x.std(-1, unbiased=False, keepdim=True) + eps) * w,
+        ["standard deviation", "subtracts each token's mean"],
+    ),
+    (lambda x, w, eps: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1) + eps) * w, ["d - 1", "Bessel"]),
+    (lambda x, w, eps: x / (x.abs().amax(-1, keepdim=True) + eps) * w, ["largest absolute value"]),
+    (lambda x, w, eps: x / torch.sqrt(x.abs().mean(-1, keepdim=True) + eps) * w, ["mean absolute value"]),
+    (lambda x, w, eps: x / torch.sqrt(ms(x) + eps * x.shape[-1]) * w, ["eps enters it another way"]),
+    (
+        lambda x, w, eps: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w,
+        ["mean is subtracted", "LayerNorm"],
+    ),
+    (lambda x, w, eps: x / torch.sqrt(ms(x) + eps) / w, ["divided by the gain"]),
+    (lambda x, w, eps: x / torch.sqrt(ms(x * w) + eps), ["inside the mean of the squares"]),
+    (lambda x, w, eps: x * w / torch.sqrt(ms(x * w) + eps), ["applied before the norm"]),
+    (lambda x, w, eps: x / torch.sqrt(x.pow(2).mean() + eps) * w, ["whole tensor"]),
+    (lambda x, w, eps: x / torch.sqrt(x.mean(-1, keepdim=True).abs() + eps) * w, ["not squared"]),
 ]
 
 
@@ -225,6 +249,10 @@ ROPE_MISTAKES = [
     (lambda x, angles: apply_rope(x, angles).float(), ["float32 for float64"]),
     (lambda x, angles: apply_rope(x, angles).detach(), ["gradients"]),
     (lambda x, angles: apply_rope(x, 2 * angles), ["differs from the reference"]),
+    (
+        lambda x, a: _rope_parts(x, a, lambda a_, b, c, s: a_ * s + b * c, lambda a_, b, c, s: a_ * c - b * s),
+        ["swapped places"],
+    ),
 ]
 
 
@@ -360,7 +388,15 @@ def _top_k_transformers(logits, temperature, k):
     return scores if k is None else TopKLogitsWarper(k)(None, scores)
 
 
-TOP_K_RIGHT = [temperature_top_k, _top_k_sorted, _top_k_scatter, _top_k_transformers]
+TOP_K_RIGHT = [
+    temperature_top_k,
+    _top_k_sorted,
+    _top_k_scatter,
+    _top_k_transformers,
+    # a very negative number instead of -inf gives probability exactly 0 after the softmax as well (issue review of 11)
+    lambda logits, t, k: temperature_top_k(logits, t, k).clamp(min=-1e9),
+    lambda logits, t, k: temperature_top_k(logits, t, k).nan_to_num(neginf=torch.finfo(logits.dtype).min),
+]
 
 
 @pytest.mark.parametrize("answer", TOP_K_RIGHT)
@@ -394,7 +430,7 @@ TOP_K_MISTAKES = [
         ["off-by-one"],
     ),
     (_tk(fill=0.0), ["set to 0"]),
-    (_tk(fill=-1e9), ["large negative number"]),
+    (_tk(fill=-100.0), ["-100", "not negative enough", "-1e9"]),
     (_tk(none_ok=False), ["k=None"]),
     (lambda logits, t, k: _tk()(logits, t, k).softmax(-1), ["probabilities"]),
     (lambda logits, t, k: _tk()(logits, t, k).isfinite(), ["boolean mask"]),
@@ -450,7 +486,16 @@ def _top_p_hf_shift(logits, p):  # the old transformers idiom: remove past p, sh
     return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
-TOP_P_RIGHT = [top_p_filter, _top_p_keep_first, _top_p_loop, _top_p_hf_shift, _top_p_transformers]
+TOP_P_RIGHT = [
+    top_p_filter,
+    _top_p_keep_first,
+    _top_p_loop,
+    _top_p_hf_shift,
+    _top_p_transformers,
+    lambda logits, p: logits if p >= 1 else _sorted_keep(lambda sp, cum, p: cum - sp <= p, first=True)(logits, p),
+    # a very negative number instead of -inf gives probability exactly 0 after the softmax as well
+    lambda logits, p: top_p_filter(logits, p).clamp(min=-1e9),
+]
 
 
 @pytest.mark.parametrize("answer", TOP_P_RIGHT)
@@ -482,6 +527,8 @@ def _variant(kind, output="logits", fix_ends=True):
             return logits.masked_fill(~keep, 0.0)
         if output == "-1e9":
             return logits.masked_fill(~keep, -1e9)
+        if output == "-100":
+            return logits.masked_fill(~keep, -100.0)
         return logits.masked_fill(~keep, float("-inf"))
 
     return wrong
@@ -511,6 +558,19 @@ def _one_more(logits, p):  # keeps the token after the one that reaches p as wel
     return logits.masked_fill(~keep.scatter(-1, order, keep), float("-inf"))
 
 
+def _sorted_keep(rule, first=False):
+    """A top-p filter that keeps the tokens where ``rule(sorted_probs, cumsum, p)`` holds (and the top one if ``first``)."""
+
+    def answer(logits, p):
+        sorted_probs, order = logits.double().softmax(-1).sort(-1, descending=True)
+        keep = rule(sorted_probs, sorted_probs.cumsum(-1), p)
+        if first:
+            keep[..., 0] = True
+        return logits.masked_fill(~keep.scatter(-1, order, keep), float("-inf"))
+
+    return answer
+
+
 def _float32_cumsum(logits, p):  # the textbook answer computing its running sum in float32, keeping the top token
     sorted_probs, order = logits.float().softmax(-1).sort(descending=True)
     keep = (sorted_probs.cumsum(-1) - sorted_probs) < p
@@ -537,11 +597,18 @@ TOP_P_MISTAKES = [
     (_variant("right", "probs0"), ["probabilities"]),
     (_variant("right", "renormalised"), ["probabilities"]),
     (_variant("right", "zero"), ["set to 0"]),
-    (_variant("right", "-1e9"), ["large negative number"]),
+    (_variant("right", "-100"), ["-100", "not negative enough"]),
     (_variant("right", fix_ends=False), ["p=0", "most likely token alone"]),
     (_float32_cumsum, ["p=1", "precision", "float64"]),
     (lambda logits, p: _top_p_keep_first(logits, p) * 2, ["were changed"]),
     (lambda logits, p: _top_p_keep_first(logits, p).float(), ["float32 for float64"]),
+    # issue 36: the tail after the nucleus kept, in the ways a comparison can run the wrong way; the threshold 1 - p
+    (_sorted_keep(lambda sp, cum, p: cum > p), ["keeps the tail", "cumsum - probs < p"]),
+    (_sorted_keep(lambda sp, cum, p: cum >= p), ["keeps the tail"]),
+    (_sorted_keep(lambda sp, cum, p: cum > p, first=True), ["keeps the tail"]),
+    (_sorted_keep(lambda sp, cum, p: cum - sp >= p, first=True), ["keeps the tail"]),
+    (_sorted_keep(lambda sp, cum, p: cum - sp < 1 - p, first=True), ["1 - p"]),
+    (_sorted_keep(lambda sp, cum, p: cum < 1 - p, first=True), ["1 - p"]),
 ]
 
 
@@ -612,6 +679,12 @@ def _attend(mask="right", scale=None, dim=-1, fill=float("-inf"), after=False, v
     return answer
 
 
+def _visible_added(q, k, v):  # the boolean mask added to the scores
+    n, m = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return (scores + torch.ones(n, m, dtype=torch.bool).tril(m - n)).softmax(-1) @ v
+
+
 CACHED_MISTAKES = [
     (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), ["top-left", "LAST n"]),
     (_attend("top-left"), ["top-left"]),
@@ -633,6 +706,23 @@ CACHED_MISTAKES = [
     (lambda q, k, v: cached_attention(q, k, v).double(), ["float64 for float32"]),
     (lambda q, k, v: cached_attention(q, k.detach(), v), ["no gradient reaches `k`"]),
     (lambda q, k, v: 2 * cached_attention(q, k, v), ["differs from the reference"]),
+    (_visible_added, ["boolean mask is added"]),
+    (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+        ),
+        ["mask is inverted", "MAY attend"],
+    ),
+    (
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2]),
+            scale=k.shape[-2] ** -0.5,
+        ),
+        ["number of keys", "sqrt(d)"],
+    ),
 ]
 
 
@@ -694,3 +784,278 @@ def test_top_p_mistake_patterns_are_distinct_on_the_probes():
         for kind in [*_TOP_P_MISTAKES, "right"]
     }
     assert len(set(patterns.values())) == len(patterns)
+
+
+# ---------------------------------------------------------------- the next-token loss
+
+
+def _flat_ce(logits, targets, **kwargs):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), **kwargs)
+
+
+def _loss_gather(logits, ids):  # minus the mean log-probability of each target, written out
+    log_probs = logits[:, :-1].log_softmax(-1)  # (b, n - 1, V)
+    return -log_probs.gather(-1, ids[:, 1:, None]).mean()
+
+
+def _loss_loop(logits, ids):  # one prediction at a time
+    total, count = 0.0, 0
+    for row, targets in zip(logits, ids, strict=True):
+        for t in range(len(targets) - 1):
+            total = total - row[t].log_softmax(-1)[targets[t + 1]]
+            count += 1
+    return total / count
+
+
+LOSS_RIGHT = [
+    next_token_loss,
+    lambda logits, ids: F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:]),
+    lambda logits, ids: F.nll_loss(logits[:, :-1].log_softmax(-1).flatten(0, 1), ids[:, 1:].flatten()),
+    lambda logits, ids: _flat_ce(logits[:, :-1].float(), ids[:, 1:]),  # computed in float32, as the model is
+    lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, 1:], reduction="sum") / ids[:, 1:].numel(),
+    _loss_gather,
+    _loss_loop,
+]
+
+
+@pytest.mark.parametrize("answer", LOSS_RIGHT)
+def test_next_token_loss_right_answers_pass(answer):
+    assert check_next_token_loss(answer) is True
+
+
+def test_next_token_loss_stub_not_attempted(capsys):
+    assert_not_attempted(check_next_token_loss, stub, capsys)
+
+
+LOSS_MISTAKES = [
+    (lambda logits, ids: _flat_ce(logits, ids), ["not shifted", "its own input"]),
+    (lambda logits, ids: _flat_ce(logits[:, 1:], ids[:, 1:]), ["not shifted"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, :-1]), ["not shifted"]),
+    (lambda logits, ids: _flat_ce(logits[:, 1:], ids[:, :-1]), ["wrong way", "token before it"]),
+    (lambda logits, ids: _flat_ce(logits, ids.roll(-1, dims=1)), ["torch.roll wraps around"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, 1:].T), ["flattened in different orders"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1].transpose(0, 1), ids[:, 1:]), ["flattened in different orders"]),
+    (lambda logits, ids: _flat_ce(logits, ids[:, 1:]), ["pair up", "logits[:, :-1]"]),
+    (lambda logits, ids: F.cross_entropy(logits[:, :-1], ids[:, 1:]), ["classes on axis 1"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, 1:], reduction="sum"), ["summed, not averaged"]),
+    (
+        lambda logits, ids: F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(0).sum(),
+        ["over the batch axis only"],
+    ),
+    (
+        lambda logits, ids: F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").mean(1).sum(),
+        ["over the positions only"],
+    ),
+    (
+        lambda logits, ids: F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none"),
+        ["one loss per prediction"],
+    ),
+    (
+        lambda logits, ids: -logits.log_softmax(1)[:, :-1].gather(-1, ids[:, 1:, None]).mean(),
+        ["log-softmax runs over the positions"],
+    ),
+    (lambda logits, ids: _flat_ce(logits[:, :-1].softmax(-1), ids[:, 1:]), ["given probabilities"]),
+    (lambda logits, ids: F.nll_loss(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()), ["nll_loss is given raw logits"]),
+    (lambda logits, ids: -_loss_gather(logits, ids), ["sign is flipped"]),
+    (lambda logits, ids: _loss_gather(logits, ids) / math.log(2), ["bits"]),
+    (
+        lambda logits, ids: (
+            -(-_loss_gather(logits, ids).neg()).exp().mean() * 0 - logits[:, :-1].softmax(-1).gather(-1, ids[:, 1:, None]).mean()
+        ),
+        ["LOG-probability"],
+    ),
+    (lambda logits, ids: _loss_gather(logits, ids).exp(), ["perplexity"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, 1:]).item(), ["Python number", ".item()"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1].bfloat16(), ids[:, 1:]).double(), ["bfloat16", "precision"]),
+    (lambda logits, ids: _flat_ce(logits[:, :-1], ids[:, 1:]).detach(), ["without gradients"]),
+    (lambda logits, ids: 1.1 * _flat_ce(logits[:, :-1], ids[:, 1:]), ["differs from the reference"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", LOSS_MISTAKES)
+def test_next_token_loss_mistakes_are_named(wrong, phrases):
+    assert_caught(check_next_token_loss, wrong, *phrases)
+
+
+# ---------------------------------------------------------------- the generation loop
+
+
+def _loop(crop="last", position=-1, pick="sample", filter_on="logits", softmax_dim=-1, append=True, steps_offset=0):
+    """A generation loop, right by default, with one typical mistake switched on."""
+
+    @torch.no_grad()
+    def answer(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+        start = ids
+        for _ in range(steps + steps_offset):
+            source = ids if append else start
+            context = {
+                "last": source[:, -window:],
+                "first": source[:, :window],
+                "none": source,
+                "newest": source[:, -1:],
+                "one_short": source[:, -(window - 1) :],
+                "one_more": source[:, -(window + 1) :],
+            }[crop]
+            logits = model(context)[:, position]  # (b, V)
+            if pick == "argmax":
+                nxt = logits_filter(logits).argmax(-1, keepdim=True)
+            elif pick == "logits":
+                nxt = torch.multinomial(logits_filter(logits), 1, generator=generator)
+            else:
+                if filter_on == "probs":
+                    probs = logits_filter(logits.softmax(-1)).softmax(-1)
+                elif filter_on == "none":
+                    probs = logits.softmax(-1)
+                else:
+                    probs = logits_filter(logits).softmax(softmax_dim)
+                nxt = torch.multinomial(probs, 1, generator=generator)
+            ids = torch.cat([ids, nxt], dim=1)
+        return ids
+
+    return answer
+
+
+def _sample_categorical(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+    for _ in range(steps):
+        logits = logits_filter(model(ids[:, -window:])[:, -1])
+        nxt = torch.distributions.Categorical(logits=logits).sample()  # (b,)
+        ids = torch.cat([ids, nxt[:, None]], dim=1)
+    return ids
+
+
+def _sample_exp(model, ids, steps, window, logits_filter=lambda z: z, generator=None):  # unnormalised weights
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = logits_filter(model(ids[:, -window:])[:, -1])
+            weights = (logits - logits.max(-1, keepdim=True).values).exp()
+            ids = torch.cat([ids, torch.multinomial(weights, 1, generator=generator)], 1)
+    return ids
+
+
+def _sample_gumbel(model, ids, steps, window, logits_filter=lambda z: z, generator=None):  # the Gumbel-max trick
+    for _ in range(steps):
+        logits = logits_filter(model(ids[:, -window:])[:, -1]).double()
+        gumbel = -torch.log(-torch.log(torch.rand(logits.shape, dtype=torch.float64, generator=generator)))
+        ids = torch.cat([ids, (logits + gumbel).argmax(-1, keepdim=True)], 1)
+    return ids
+
+
+SAMPLE_RIGHT = [lm_sample, _loop(), _sample_categorical, _sample_exp, _sample_gumbel]
+
+
+@pytest.mark.parametrize("answer", SAMPLE_RIGHT)
+def test_sample_right_answers_pass(answer):
+    assert check_sample(answer) is True
+
+
+def test_sample_stub_not_attempted(capsys):
+    assert_not_attempted(check_sample, stub, capsys)
+
+
+def _sample_item(model, ids, steps, window, logits_filter=lambda z: z, generator=None):  # batch of one only
+    for _ in range(steps):
+        probs = logits_filter(model(ids[:, -window:])[:, -1]).softmax(-1)
+        nxt = torch.multinomial(probs, 1, generator=generator).item()
+        ids = torch.cat([ids, torch.tensor([[nxt]])], 1)
+    return ids
+
+
+def _sample_once(model, ids, steps, window, logits_filter=lambda z: z, generator=None):  # one model call for every step
+    probs = logits_filter(model(ids[:, -window:])[:, -1]).softmax(-1)
+    return torch.cat([ids, torch.multinomial(probs, steps, replacement=True, generator=generator)], 1)
+
+
+def _sample_new_only(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+    return _loop()(model, ids, steps, window, logits_filter, generator)[:, ids.shape[1] :]
+
+
+def _sample_last_row(model, ids, steps, window, logits_filter=lambda z: z, generator=None):  # [-1]: the last batch row
+    for _ in range(steps):
+        probs = logits_filter(model(ids[:, -window:])[-1]).softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], 1)
+    return ids
+
+
+def _sample_double_softmax(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+    for _ in range(steps):
+        probs = logits_filter(model(ids[:, -window:])[:, -1]).softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(F.softmax(probs, dim=-1), 1, generator=generator)], 1)
+    return ids
+
+
+def _sample_log_probs(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+    for _ in range(steps):
+        log_probs = logits_filter(model(ids[:, -window:])[:, -1]).log_softmax(-1)
+        ids = torch.cat([ids, torch.multinomial(log_probs, 1, generator=generator)], 1)
+    return ids
+
+
+SAMPLE_MISTAKES = [
+    (_loop(crop="none"), ["does not crop"]),
+    (_loop(crop="one_more"), ["does not crop", "one token more"]),
+    (_loop(crop="one_short"), ["runs the model on", "ids[:, -window:]"]),
+    (_loop(crop="first"), ["FIRST `window` tokens"]),
+    (_loop(crop="newest"), ["only the newest token"]),
+    (_loop(position=0), ["FIRST position's logits"]),
+    (_loop(pick="argmax"), ["argmax", "greedy"]),
+    (_loop(pick="logits"), ["in proportion to the logits"]),
+    (_sample_log_probs, ["multinomial takes probabilities", "negative"]),
+    (_loop(softmax_dim=0), ["uniformly", "batch axis"]),
+    (_loop(filter_on="none"), ["does not apply logits_filter"]),
+    (_loop(filter_on="probs"), ["softmax of probabilities"]),
+    (_sample_double_softmax, ["softmax of probabilities"]),
+    (_loop(append=False), ["same token at every step"]),
+    (_loop(steps_offset=1), ["one token too many"]),
+    (_loop(steps_offset=-1), ["expected (batch, prompt + steps)"]),
+    (_sample_item, ["batch of prompts", ".item()"]),
+    (_sample_once, ["runs the model once"]),
+    (_sample_new_only, ["only the new tokens"]),
+    (_sample_last_row, ["[:, -1]"]),
+    (lambda *args: _loop()(*args).float(), ["int64"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SAMPLE_MISTAKES)
+def test_sample_mistakes_are_named(wrong, phrases):
+    assert_caught(check_sample, wrong, *phrases)
+
+
+def test_sample_distributions_the_check_tells_apart_are_far_apart():
+    # the check names a wrong distribution by the nearest of these, within 0.035 (4.5 standard errors of 8,000 draws):
+    # every pair it must tell apart is more than twice that apart
+    from helpers.checks.lm import _FIXED, _P
+
+    for logits_filter in (lambda z: z, lambda z: z / 0.5):
+        right = logits_filter(_P.double().log()).softmax(-1)
+        weights = logits_filter(_FIXED.double())
+        candidates = [
+            weights / weights.sum(),
+            torch.full((4,), 0.25, dtype=torch.float64),
+            logits_filter(_P.double()).softmax(-1),
+            torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64),
+        ]
+        if (right - _P.double()).abs().max() > 0.1:
+            candidates.append(_P.double())
+        for i, a in enumerate(candidates):
+            assert (a - right).abs().max() > 0.1
+            for b in candidates[i + 1 :]:
+                assert (a - b).abs().max() > 0.07
+
+
+def _partial_loss(logits, ids):  # finished for float64 logits only
+    if logits.dtype == torch.float32:
+        raise NotImplementedError
+    return next_token_loss(logits, ids)
+
+
+def _partial_top_p(logits, p):  # the p >= 1 branch still the stub
+    if p >= 1:
+        raise NotImplementedError("Exercise: replace this line with your code")
+    return top_p_filter(logits, p)
+
+
+@pytest.mark.parametrize(
+    "check, answer", [(check_next_token_loss, _partial_loss), (check_top_p_filter, _partial_top_p)], ids=["loss", "top-p"]
+)
+def test_partial_work_is_named_not_called_not_attempted(check, answer):
+    assert_caught(check, answer, "partial work", "unfinished branch")

@@ -216,6 +216,36 @@ SPLIT_MORE_WRONG = {
 }
 
 
+def _split_filled(dtype=None):
+    """A right split, head by head, into a tensor created with zeros: float32 unless given the input's dtype."""
+
+    def split(x, h):
+        batch, n, d_model = x.shape
+        d_k = d_model // h
+        out = torch.zeros(batch, h, n, d_k, dtype=dtype or torch.float32)
+        for i in range(h):
+            out[:, i] = x[:, :, i * d_k : (i + 1) * d_k]
+        return out
+
+    return split
+
+
+def _merge_filled(dtype=None):
+    """A right merge, head by head, into a tensor created with zeros: float32 unless given the input's dtype."""
+
+    def merge(x):
+        batch, heads, n, d_k = x.shape
+        out = torch.zeros(batch, n, heads * d_k, dtype=dtype or torch.float32)
+        for i in range(heads):
+            out[:, :, i * d_k : (i + 1) * d_k] = x[:, i]
+        return out
+
+    return merge
+
+
+SPLIT_MORE_WRONG["filled_in_float32"] = (_split_filled(), ["returns float32 for a float64 input", "dtype=x.dtype"])
+
+
 @pytest.mark.parametrize("name", SPLIT_MORE_WRONG)
 def test_split_likeliest_wrong_answers_named(name):
     fn, phrases = SPLIT_MORE_WRONG[name]
@@ -229,6 +259,9 @@ SPLIT_RIGHT = {
     "swapaxes": lambda x, h: x.reshape(*x.shape[:2], h, -1).swapaxes(1, 2),
     "einsum": lambda x, h: torch.einsum("bnhk->bhnk", x.unflatten(-1, (h, -1))),
 }
+
+
+SPLIT_RIGHT["filled_with_the_input_dtype"] = _split_filled(torch.float64)
 
 
 @pytest.mark.parametrize("name", SPLIT_RIGHT)
@@ -246,6 +279,9 @@ MERGE_MORE_WRONG = {
 }
 
 
+MERGE_MORE_WRONG["filled_in_float32"] = (_merge_filled(), ["returns float32 for a float64 input", "dtype=x.dtype"])
+
+
 @pytest.mark.parametrize("name", MERGE_MORE_WRONG)
 def test_merge_likeliest_wrong_answers_named(name):
     fn, phrases = MERGE_MORE_WRONG[name]
@@ -258,6 +294,9 @@ MERGE_RIGHT = {
     "permute": lambda x: x.permute(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1),
     "einsum": lambda x: torch.einsum("bhnk->bnhk", x).reshape(x.shape[0], x.shape[2], -1),
 }
+
+
+MERGE_RIGHT["filled_with_the_input_dtype"] = _merge_filled(torch.float64)
 
 
 @pytest.mark.parametrize("name", MERGE_RIGHT)
@@ -283,3 +322,13 @@ def merge_partial(x):
 @pytest.mark.parametrize("check, answer", [(check_split_heads, split_partial), (check_merge_heads, merge_partial)])
 def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
     assert_caught(check, answer, "unfinished branch")
+
+
+def test_what_the_check_says_names_the_mistake_and_records_nothing():
+    from helpers.checks import outcomes, what_the_check_says
+
+    before = outcomes()
+    wrong = what_the_check_says(check_split_heads, lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1))
+    assert "view-versus-transpose trap" in wrong, wrong
+    assert what_the_check_says(check_split_heads, helpers.attention.split_heads) == "split the heads: correct."
+    assert outcomes() == before

@@ -441,6 +441,10 @@ SHIFT_WRONG = {
     ),
     "integer_matrix": (lambda k, d: torch.eye(d, dtype=torch.long), ["dtype"]),
     "float32_and_back": (lambda k, d: shift_indexed(k, d).float().double(), ["precision problem"]),
+    "float32_frequencies_in_float64": (  # the frequencies from a float32 arange, the matrix in float64
+        shift_blocks(freq=lambda d: (10000 ** (-torch.arange(0, d, 2) / d)).double()),
+        ["precision problem", "dtype=x.dtype"],
+    ),
     "one_pair_wrong": (
         lambda k, d: shift_indexed(k, d).index_put_(
             (torch.tensor([2]), torch.tensor([3])), torch.tensor(0.0, dtype=torch.float64)

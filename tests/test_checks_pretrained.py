@@ -19,12 +19,14 @@ from helpers.checks.pretrained import (
     _WORDPIECE_MISTAKES,
     _variant,
     check_basic_tokenize,
+    check_layer_names,
     check_load_encoder_layer,
     check_mean_pooling,
+    check_split_on_punctuation,
     check_wordpiece,
 )
 from helpers.models.minilm import LAYER_NAMES, load_encoder_layer, mean_pool
-from helpers.tokenizers.wordpiece import basic_tokenize, clean_text, is_punctuation, wordpiece
+from helpers.tokenizers.wordpiece import basic_tokenize, clean_text, is_punctuation, split_on_punctuation, wordpiece
 from tests.conftest import assert_caught, assert_not_attempted
 
 
@@ -40,7 +42,10 @@ def _calls_a_module_list(*args):
     return nn.ModuleList([nn.Identity()])(args[0])  # PyTorch's own NotImplementedError: a real attempt
 
 
-@pytest.mark.parametrize("check", [check_basic_tokenize, check_wordpiece, check_load_encoder_layer, check_mean_pooling])
+@pytest.mark.parametrize(
+    "check",
+    [check_split_on_punctuation, check_basic_tokenize, check_wordpiece, check_load_encoder_layer, check_mean_pooling],
+)
 def test_only_the_stub_is_not_attempted(check, capsys):
     assert_not_attempted(check, ..., capsys)
     assert_not_attempted(check, _generator_stub, capsys)
@@ -51,6 +56,84 @@ def test_only_the_stub_is_not_attempted(check, capsys):
 
 
 # ---------------------------------------------------------------- basic tokenization
+
+
+# ---------------------------------------------------------------- splitting off punctuation (Exercise 10.1)
+
+
+def _split_with_flag(word):  # the course's own writing: a flag that opens a new piece
+    return split_on_punctuation(word)
+
+
+def _split_by_index(word):  # indices of the punctuation characters, then the slices between them
+    cuts = [i for i, c in enumerate(word) if is_punctuation(c)]
+    pieces, start = [], 0
+    for i in cuts:
+        pieces += [word[start:i]] if i > start else []
+        pieces.append(word[i])
+        start = i + 1
+    return pieces + ([word[start:]] if start < len(word) else [])
+
+
+def _split_by_groupby(word):
+    pieces = []
+    for is_p, group in itertools.groupby(word, key=is_punctuation):
+        chars = list(group)
+        pieces += chars if is_p else ["".join(chars)]
+    return pieces
+
+
+@pytest.mark.parametrize(
+    "right", [split_on_punctuation, _split_with_flag, _split_by_index, _split_by_groupby, lambda w: tuple(_split(w))]
+)
+def test_split_on_punctuation_right_answers_pass(right):
+    assert check_split_on_punctuation(right) is True
+
+
+def _split_keeping_empty(word):  # a piece is added at every punctuation character, empty or not
+    pieces, piece = [], ""
+    for char in word:
+        if is_punctuation(char):
+            pieces += [piece, char]
+            piece = ""
+        else:
+            piece += char
+    return pieces + [piece]
+
+
+def _split_dropping_the_last(word):  # forgets the piece left after the loop
+    pieces, piece = [], ""
+    for char in word:
+        if is_punctuation(char):
+            pieces += [piece, char] if piece else [char]
+            piece = ""
+        else:
+            piece += char
+    return pieces
+
+
+SPLIT_MISTAKES = [
+    (lambda w: [w], ["not split off", "is_punctuation(char)"]),
+    (lambda w: _split(w, punctuation=lambda c: c in string.punctuation), ["only ASCII punctuation", "'¿'"]),
+    (lambda w: _split(w, punctuation=lambda c: unicodedata.category(c).startswith("P")), ["(P*) only", "'$'"]),
+    (lambda w: re.findall(r"\w+|[^\w\s]", w), ["'_'", "\\w"]),
+    (lambda w: ["".join(g) for _, g in itertools.groupby(w, key=is_punctuation)], ["consecutive punctuation", "'...'"]),
+    (_split_keeping_empty, ["empty strings", "only if there are any"]),
+    (lambda w: [p for p in _split(w) if not (len(p) == 1 and is_punctuation(p))], ["punctuation was dropped"]),
+    (lambda w: _split(w, punctuation=lambda c: not c.isalnum()), ["symbols", "±"]),
+    (lambda w: list(w), ["every character became a piece", "stay together"]),
+    (_split_dropping_the_last, ["do not spell the word", "after the loop"]),
+    (lambda w: " ".join(_split(w)), ["the string", "list of strings"]),
+    (lambda w: [[p] for p in _split(w)], ["list of lists"]),
+    (lambda w: None, ["list of strings"]),
+    (lambda w: _split(w) + ["x"], ["do not spell the word", "added"]),
+    (lambda w: _split(w)[::-1], ["do not spell the word"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", SPLIT_MISTAKES)
+def test_split_on_punctuation_mistakes_are_named(wrong, phrases):
+    assert_caught(check_split_on_punctuation, wrong, *phrases)
 
 
 def _strip(word, form="NFD"):
@@ -316,6 +399,53 @@ def test_every_wordpiece_variant_is_in_the_catalogue():
     )
 
 
+# ---------------------------------------------------------------- BERT's names (Exercise 10.4)
+
+
+@pytest.mark.parametrize("right", [dict(LAYER_NAMES), dict(reversed(list(LAYER_NAMES.items())))])
+def test_layer_names_right_answers_pass(right):
+    assert check_layer_names(right) is True
+
+
+def _names(**changes):
+    names = dict(LAYER_NAMES)
+    names.update({k.replace("__", "."): v for k, v in changes.items()})
+    return names
+
+
+def _swapped(a, b):
+    names = dict(LAYER_NAMES)
+    names[a], names[b] = names[b], names[a]
+    return names
+
+
+NAMES_MISTAKES = [
+    (_swapped("attention.self.query", "attention.self.key"), ["'attention.self.query' goes to 'self_attn.w_k'", "W_Q"]),
+    (_swapped("attention.output.LayerNorm", "output.LayerNorm"), ["first layer norm", "'norm1'"]),
+    (_swapped("intermediate.dense", "output.dense"), ["first linear layer", "'ff.linear1'"]),
+    (_swapped("attention.output.dense", "output.dense"), ["output projection W_O", "'self_attn.w_o'"]),
+    (_swapped("attention.self.value", "attention.output.dense"), ["values' projection", "'self_attn.w_v'"]),
+    ({v: k for k, v in LAYER_NAMES.items()}, ["wrong way", "keys are BERT's names"]),
+    ({f"{k}.weight": f"{v}.weight" for k, v in LAYER_NAMES.items()}, ["names a tensor", "without '.weight'"]),
+    ({f"encoder.layer.0.{k}": v for k, v in LAYER_NAMES.items()}, ["layer's prefix", "every layer"]),
+    ({k: v for k, v in LAYER_NAMES.items() if k != "output.LayerNorm"}, ["have no entry", "'output.LayerNorm'"]),
+    ({**LAYER_NAMES, "attention.self.query": "w_q"}, ["has no module 'w_q'", "'self_attn.w_q'"]),
+    ({**LAYER_NAMES, "attention.output.layer_norm": "norm1"}, ["not one of BERT's names"]),
+    (list(LAYER_NAMES.items()), ["a list", "dict"]),
+    ({k: nn.Linear for k in LAYER_NAMES}, ["a string"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", NAMES_MISTAKES)
+def test_layer_names_mistakes_are_named(wrong, phrases):
+    assert_caught(check_layer_names, wrong, *phrases)
+
+
+def test_layer_names_stub_is_not_attempted(capsys):
+    assert_not_attempted(check_layer_names, ..., capsys)
+    assert_caught(check_layer_names, None, "is None")
+
+
 # ---------------------------------------------------------------- loading one layer
 
 
@@ -504,6 +634,7 @@ def _inplace(h, m):
 POOL_MISTAKES = [
     (lambda h, m: h.mean(1), ["padding tokens were averaged in"]),
     (_masked_sum, ["not divided by the number of real tokens"]),
+    (lambda h, m: h.sum(1) / m.sum(1, keepdim=True), ["the padding included", "before summing"]),
     (lambda h, m: _masked_sum(h, m) / h.shape[1], ["divided by the padded length"]),
     (lambda h, m: _masked_sum(h, m) / m.sum(), ["whole batch", "mask.sum(1, keepdim=True)"]),
     (_without_cls, ["[CLS] token (position 0) was left out", "mask as it is"]),

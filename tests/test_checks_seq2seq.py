@@ -8,9 +8,22 @@ import torch.nn.functional as F
 from torch import nn
 
 import helpers.checks.seq2seq as checks_seq2seq
-from helpers.checks.seq2seq import check_additive_attention, check_greedy_decode, check_shift_right, check_source_padding_mask
+from helpers.checks.seq2seq import (
+    check_additive_attention,
+    check_alignment_accuracy,
+    check_greedy_decode,
+    check_shift_right,
+    check_source_padding_mask,
+)
 from helpers.data.translation import BOS, EOS, PAD
-from helpers.models.seq2seq import additive_attention, exact_matches, greedy_decode, shift_right, source_padding_mask
+from helpers.models.seq2seq import (
+    additive_attention,
+    alignment_accuracy,
+    exact_matches,
+    greedy_decode,
+    shift_right,
+    source_padding_mask,
+)
 from tests.conftest import assert_caught, assert_not_attempted
 
 
@@ -22,7 +35,10 @@ def calls_a_module_list(*args):
     return nn.ModuleList([nn.Identity()])(args[0])  # PyTorch's own NotImplementedError: a real attempt
 
 
-@pytest.mark.parametrize("check", [check_shift_right, check_source_padding_mask, check_greedy_decode, check_additive_attention])
+@pytest.mark.parametrize(
+    "check",
+    [check_shift_right, check_source_padding_mask, check_greedy_decode, check_additive_attention, check_alignment_accuracy],
+)
 def test_only_the_stub_is_not_attempted(check, capsys):
     assert_not_attempted(check, stub, capsys)
     assert_not_attempted(check, ..., capsys)
@@ -217,9 +233,41 @@ def greedy_trimmed_sentences(model, src, max_len):
     return out
 
 
+def greedy_rebuilding_the_input(model, src, max_len):
+    """Re-feeds all the decoder's predictions each step ([<bos>, argmax of every position]): right for a causal model."""
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        pred = never_pad_or_bos(model.decode(ys, state)).argmax(-1)  # (batch, t)
+        ys = torch.cat([ys[:, :1], pred], dim=1)
+        if (pred == EOS).any(1).all():
+            break
+    return ys[:, 1:]
+
+
+def greedy_with_topk(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    while ys.shape[1] <= max_len and not done.all():
+        logits = model.decode(ys, state)[:, -1].masked_fill(torch.isin(torch.arange(9), torch.tensor([PAD, BOS])), -1e9)
+        word = logits.topk(1, dim=-1).indices  # (batch, 1)
+        ys = torch.cat([ys, word], dim=1)
+        done |= word[:, 0] == EOS
+    return ys[:, 1:]
+
+
 @pytest.mark.parametrize(
     "right",
-    [greedy_decode, greedy_full_length, greedy_calling_model, greedy_one_sentence_at_a_time, greedy_trimmed_sentences],
+    [
+        greedy_decode,
+        greedy_full_length,
+        greedy_calling_model,
+        greedy_one_sentence_at_a_time,
+        greedy_trimmed_sentences,
+        greedy_rebuilding_the_input,
+        greedy_with_topk,
+    ],
 )
 def test_greedy_answers_pass(right):
     assert check_greedy_decode(right) is True
@@ -346,6 +394,71 @@ def never_decodes(model, src, max_len):
     return torch.full((src.shape[0], max_len), EOS)
 
 
+def returns_inside_the_loop_unmasked(model, src, max_len):  # the return inside the loop, <pad> and <bos> not masked either
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        ys = torch.cat([ys, model.decode(ys, state)[:, -1].argmax(-1)[:, None]], dim=1)
+        return ys[:, 1:]
+
+
+def returns_inside_the_loop_preallocated(model, src, max_len):  # the words go into a (batch, max_len) tensor of <pad>
+    state = model.encode(src)
+    out = torch.full((src.shape[0], max_len), PAD)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for t in range(max_len):
+        word = never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)
+        out[:, t] = word
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        return out
+
+
+def returns_inside_the_sentence_loop(model, src, max_len):  # one sentence at a time, the return inside the outer loop
+    rows = []
+    for i in range(src.shape[0]):
+        state = model.encode(src[i : i + 1])
+        ys = torch.tensor([[BOS]])
+        for _ in range(max_len):
+            ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)[:, None]], dim=1)
+            if ys[0, -1] == EOS:
+                break
+        rows.append(ys[0, 1:])
+        return nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
+
+
+def stops_on_a_tensor(model, src, max_len):  # `if word == EOS` on a batch
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        word = never_pad_or_bos(model.decode(ys, state)[:, -1]).argmax(-1)
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        if word == EOS:
+            break
+    return ys[:, 1:]
+
+
+def decodes_from_the_source(model, src, max_len):  # model.decode(ys, src): the state never encoded
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+    for _ in range(max_len):
+        ys = torch.cat([ys, never_pad_or_bos(model.decode(ys, src)[:, -1]).argmax(-1)[:, None]], dim=1)
+    return ys[:, 1:]
+
+
+def masks_one_special(token):
+    def fn(model, src, max_len):
+        state = model.encode(src)
+        ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
+        for _ in range(max_len):
+            logits = model.decode(ys, state)[:, -1].clone()
+            logits[:, token] = float("-inf")
+            ys = torch.cat([ys, logits.argmax(-1)[:, None]], dim=1)
+            if (ys == EOS).any(1).all():
+                break
+        return ys[:, 1:]
+
+    return fn
+
+
 GREEDY_MISTAKES = [
     (feeds_outside_target, ["not taken from a variable outside", "no target"]),
     (make_greedy(feed="source"), ["not fed its own output"]),
@@ -375,6 +488,14 @@ GREEDY_MISTAKES = [
     (float_decoder_input, ["dtype", "torch.long"]),
     (never_decodes, ["never called model.decode"]),
     (lambda model, src, max_len: greedy_decode(model, src, max_len).float(), ["floats"]),
+    # issue 36: the return inside the loop, whatever else the loop does
+    (returns_inside_the_loop_unmasked, ["first step", "`return`", "inside the `for` loop"]),
+    (returns_inside_the_loop_preallocated, ["first step", "`return`"]),
+    (returns_inside_the_sentence_loop, ["only the first sentence", "`return`", "loop over the sentences"]),
+    (stops_on_a_tensor, ["no single truth value", "(ys == EOS).any(dim=1).all()"]),
+    (decodes_from_the_source, ["state = model.encode(src)", "model.decode(ys, state)"]),
+    (masks_one_special(PAD), ["chose <bos>", "both <pad> and <bos>"]),
+    (masks_one_special(BOS), ["chose <pad>", "both <pad> and <bos>"]),
 ]
 
 
@@ -544,6 +665,21 @@ def weights_keep_an_axis(att, s, h, mask):
     return context, weights.unsqueeze(-1)
 
 
+def weights_from(normalise):
+    """An additive attention whose weights are normalise(scores, mask) instead of the masked softmax."""
+
+    def fn(att, s, h, mask):
+        scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)
+        weights = normalise(scores, mask)
+        return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+    return fn
+
+
+def softmax_flat(scores):
+    return torch.softmax(scores.flatten(), 0).reshape(scores.shape)
+
+
 ADDITIVE_MISTAKES = [
     (make_additive(act=lambda x: x), ["tanh is missing"]),
     (make_additive(act=torch.relu), ["ReLU"]),
@@ -577,6 +713,15 @@ ADDITIVE_MISTAKES = [
     (lambda att, s, h, mask: (torch.zeros(3, 6), torch.zeros(3, 5)), ["differs from the reference"]),
     (lambda att, s, h, mask: att(s, h), ["att(s, h)"]),
     (lambda att, s, h, mask: att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(0))), ["raised"]),
+    # issue 36: no softmax, whatever happens to the padding, or another normalisation in its place
+    (make_additive(norm=None, mask_mode="none"), ["raw scores", "softmax is missing"]),
+    (make_additive(norm=None, fill=0.0), ["raw scores", "softmax is missing"]),
+    (make_additive(norm=None, fill=-1e9), ["raw scores", "softmax is missing"]),
+    (make_additive(norm=None, mask_mode="after"), ["raw scores", "softmax is missing"]),
+    (weights_from(lambda scores, mask: scores.masked_fill(~mask, float("-inf")).exp()), ["exp(scores)", "not divided"]),
+    (weights_from(lambda scores, mask: (scores * mask) / (scores * mask).sum(-1, keepdim=True)), ["divided by their sum"]),
+    (weights_from(lambda scores, mask: torch.sigmoid(scores) * mask), ["squashed", "softmax"]),
+    (weights_from(lambda scores, mask: softmax_flat(scores.masked_fill(~mask, float("-inf")))), ["whole batch", "dim=-1"]),
 ]
 
 
@@ -585,10 +730,85 @@ def test_additive_mistakes_are_named(wrong, phrases):
     assert_caught(check_additive_attention, wrong, *phrases)
 
 
+# ---------------------------------------------------------------- alignment accuracy
+
+
+def alignment_by_mask(weights, align):
+    has_word = align >= 0
+    return ((weights.argmax(-1) == align) & has_word).sum() / has_word.sum()
+
+
+def alignment_as_float(weights, align):
+    hits, total = 0, 0
+    for row_w, row_a in zip(weights, align, strict=True):
+        for w, a in zip(row_w, row_a, strict=True):
+            if a >= 0:
+                total += 1
+                hits += int(w.argmax()) == int(a)
+    return hits / total
+
+
+def alignment_with_max(weights, align):
+    _, where = weights.max(dim=-1)
+    keep = align != -1
+    return (where[keep] == align[keep]).double().mean()
+
+
+ALIGNMENT_RIGHT = [
+    alignment_accuracy,
+    alignment_by_mask,
+    alignment_as_float,
+    alignment_with_max,
+    lambda weights, align: (weights.argmax(-1) == align)[align >= 0].float().mean(),
+    lambda weights, align: torch.mean((weights.argmax(2)[align > -1] == align[align > -1]).to(weights.dtype)),
+    lambda weights, align: ((weights.argmax(-1) == align) & (align >= 0)).sum().item() / (align >= 0).sum().item(),
+    lambda weights, align: ((weights.argmax(-1) == align) & (align >= 0)).sum(dtype=torch.float64) / (align >= 0).sum(),
+    lambda weights, align: ((weights.argmax(-1) == align)[align >= 0].float().mean()).reshape(1),
+    lambda weights, align: (weights.argmax(-1) == align).sum() / (align >= 0).sum(),  # argmax is never -1: no mask needed
+]
+
+
+@pytest.mark.parametrize("right", ALIGNMENT_RIGHT)
+def test_alignment_answers_pass(right):
+    assert check_alignment_accuracy(right) is True
+
+
+def hits(weights, align):
+    return weights.argmax(-1) == align
+
+
+ALIGNMENT_MISTAKES = [
+    (lambda w, a: hits(w, a).float().mean(), ["counted as misses", "align >= 0"]),
+    (lambda w, a: (hits(w, a) | (a < 0)).float().mean(), ["counted as hits"]),
+    (lambda w, a: hits(w, a)[a > 0].float().mean(), ["position 0 is left out", "align >= 0"]),
+    (lambda w, a: torch.stack([hits(w, a)[i][a[i] >= 0].float().mean() for i in range(len(a))]).mean(), ["each sentence"]),
+    (lambda w, a: 100 * hits(w, a)[a >= 0].float().mean(), ["percentage", "between 0 and 1"]),
+    (lambda w, a: hits(w, a)[a >= 0].sum(), ["number of hits", "divide"]),
+    (lambda w, a: (w.argmin(-1) == a)[a >= 0].float().mean(), ["argmin", "argmax"]),
+    (lambda w, a: (w.argmax(-2) == a)[a >= 0].float().mean(), ["the last axis", "argmax(-1)"]),  # n != m: shapes clash
+    (lambda w, a: (w.argmax(1) == a)[a >= 0].float().mean(), ["argmax(-1)"]),
+    (lambda w, a: (w.max(-1) == a)[a >= 0].float().mean(), ["pair", "argmax(-1)"]),
+    (lambda w, a: hits(w, a)[a >= 0].float().mean(-1), ["one number"]),  # the mean of a 1-d selection is fine: see below
+    (lambda w, a: (hits(w, a) & (a >= 0)).sum(1) / (a >= 0).sum(1), ["one share per sentence"]),
+    (lambda w, a: hits(w, a) & (a >= 0), ["one entry per target position"]),
+    (lambda w, a: bool(hits(w, a)[a >= 0].all()), ["bool"]),
+    (lambda w, a: (hits(w, a) & (a >= 0)).sum() / (a < 0).sum() * 0, ["should be"]),
+    (lambda w, a: None, ["None"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", ALIGNMENT_MISTAKES)
+def test_alignment_mistakes_are_named(wrong, phrases):
+    if phrases == ["one number"]:  # a mean over the last axis of a 1-d selection is one number: right
+        assert check_alignment_accuracy(wrong) is True
+        return
+    assert_caught(check_alignment_accuracy, wrong, *phrases)
+
+
 def test_catalogue_sizes():
-    """At least the classes of issue 25 and the next likeliest mistakes, per check (the report quotes these counts)."""
-    sizes = (len(SHIFT_MISTAKES), len(MASK_MISTAKES), len(GREEDY_MISTAKES), len(ADDITIVE_MISTAKES))
-    assert all(size >= least for size, least in zip(sizes, (20, 18, 25, 30), strict=True)), sizes
+    """At least the classes of issues 25 and 36 and the next likeliest mistakes, per check (the report quotes these counts)."""
+    sizes = (len(SHIFT_MISTAKES), len(MASK_MISTAKES), len(GREEDY_MISTAKES), len(ADDITIVE_MISTAKES), len(ALIGNMENT_MISTAKES))
+    assert all(size >= least for size, least in zip(sizes, (21, 19, 35, 40, 15), strict=True)), sizes
 
 
 def additive_through_float32(att, s, h, mask):

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.checks import check_image_patch_embedding, check_patchify, check_vit_forward
-from helpers.models import patchify, vit_forward
+from helpers.checks import check_image_patch_embedding, check_patchify, check_position_similarity, check_vit_forward
+from helpers.models import patchify, position_similarity, vit_forward
 from tests.conftest import assert_caught, assert_not_attempted
 
 
@@ -461,3 +461,132 @@ def test_the_references_in_helpers_models_pass():
     assert check_patchify(helpers.models.patchify) is True
     assert check_image_patch_embedding(helpers.models.patch_embedding) is True
     assert check_vit_forward(helpers.models.vit_forward) is True
+
+
+# ---------------------------------------------------------------- position similarity (exercise 8.4)
+
+
+def _patch_rows(m):
+    return m.pos_embed[0, 1:]  # (N, d)
+
+
+def _cosine_grid(rows, m):
+    unit = rows / rows.norm(dim=-1, keepdim=True)
+    return (unit @ unit.T).reshape(-1, m.grid_size, m.grid_size)
+
+
+def test_position_similarity_reference_passes(capsys):
+    assert check_position_similarity(position_similarity) is True
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stub", [..., _stub])
+def test_position_similarity_stub_not_attempted(stub, capsys):
+    assert_not_attempted(check_position_similarity, stub, capsys)
+
+
+POSITION_RIGHT_ANSWERS = {
+    "normalise, then one product": lambda m: _cosine_grid(_patch_rows(m), m),
+    "F.normalize": lambda m: (F.normalize(_patch_rows(m), dim=-1) @ F.normalize(_patch_rows(m), dim=-1).T).reshape(
+        m.num_patches, m.grid_size, m.grid_size
+    ),
+    "F.cosine_similarity, broadcast": lambda m: F.cosine_similarity(
+        _patch_rows(m)[:, None], _patch_rows(m)[None, :], dim=-1
+    ).reshape(-1, m.grid_size, m.grid_size),
+    "products over the outer product of norms": lambda m: (
+        (_patch_rows(m) @ _patch_rows(m).T) / torch.outer(_patch_rows(m).norm(dim=-1), _patch_rows(m).norm(dim=-1))
+    ).reshape(-1, m.grid_size, m.grid_size),
+    "all N + 1 rows, then the class token's row and column dropped": lambda m: (
+        F.normalize(m.pos_embed[0], dim=-1) @ F.normalize(m.pos_embed[0], dim=-1).T
+    )[1:, 1:].reshape(-1, m.grid_size, m.grid_size),
+    "batched, with mT": lambda m: (F.normalize(m.pos_embed[:, 1:], dim=-1) @ F.normalize(m.pos_embed[:, 1:], dim=-1).mT).reshape(
+        -1, m.grid_size, m.grid_size
+    ),
+    "einsum, detached": lambda m: torch.einsum(
+        "nd,md->nm", F.normalize(m.pos_embed.detach()[0, 1:], dim=-1), F.normalize(m.pos_embed.detach()[0, 1:], dim=-1)
+    ).view(m.num_patches, m.grid_size, m.grid_size),
+    "the grid size from the number of patches": lambda m: _cosine_grid(_patch_rows(m), m).reshape(
+        len(_patch_rows(m)), int(len(_patch_rows(m)) ** 0.5), -1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(POSITION_RIGHT_ANSWERS))
+def test_position_similarity_other_right_answers_pass(name):
+    assert check_position_similarity(POSITION_RIGHT_ANSWERS[name]) is True
+
+
+def _in_place(m):
+    rows = m.pos_embed.data[0, 1:]
+    rows /= rows.norm(dim=-1, keepdim=True)
+    return (rows @ rows.T).reshape(-1, m.grid_size, m.grid_size)
+
+
+def _on_grid(m, matrix):
+    return matrix.reshape(-1, m.grid_size, m.grid_size)
+
+
+POSITION_MISTAKES = {
+    "class token's row kept, not reshaped": (
+        lambda m: F.normalize(m.pos_embed[0], dim=-1) @ F.normalize(m.pos_embed[0], dim=-1).T,
+        ["class token's row is still in", "pos_embed[0, 1:]"],
+    ),
+    "class token's row kept, reshaped": (
+        lambda m: _on_grid(m, F.normalize(m.pos_embed[0], dim=-1) @ F.normalize(m.pos_embed[0], dim=-1).T),
+        ["(N + 1)^2", "class token's row is still in"],
+    ),
+    "the last row dropped instead of the first": (lambda m: _cosine_grid(m.pos_embed[0, :-1], m), ["pos_embed[0, :-1]"]),
+    "not normalised": (lambda m: _on_grid(m, _patch_rows(m) @ _patch_rows(m).T), ["not normalised"]),
+    "one side normalised": (
+        lambda m: _on_grid(m, F.normalize(_patch_rows(m), dim=-1) @ _patch_rows(m).T),
+        ["only one side is normalised"],
+    ),
+    "normalised over the patches": (
+        lambda m: _on_grid(m, F.normalize(_patch_rows(m), dim=0) @ F.normalize(_patch_rows(m), dim=0).T),
+        ["wrong axis"],
+    ),
+    "correlation": (
+        lambda m: _cosine_grid(_patch_rows(m) - _patch_rows(m).mean(-1, keepdim=True), m),
+        ["correlation"],
+    ),
+    "cosine distance": (lambda m: 1 - _cosine_grid(_patch_rows(m), m), ["cosine distance"]),
+    "euclidean distance": (lambda m: _on_grid(m, torch.cdist(_patch_rows(m), _patch_rows(m))), ["torch.cdist"]),
+    "softmax": (
+        lambda m: torch.softmax(_cosine_grid(_patch_rows(m), m).reshape(m.num_patches, -1), -1).reshape(
+            -1, m.grid_size, m.grid_size
+        ),
+        ["softmax"],
+    ),
+    "attention's scaled dot product": (
+        lambda m: _on_grid(m, _patch_rows(m) @ _patch_rows(m).T / _patch_rows(m).shape[-1] ** 0.5),
+        ["sqrt(d)"],
+    ),
+    "grid transposed": (lambda m: _cosine_grid(_patch_rows(m), m).transpose(1, 2), ["grid is transposed"]),
+    "not reshaped": (lambda m: _cosine_grid(_patch_rows(m), m).reshape(m.num_patches, -1), ["reshape it to (N, g, g)"]),
+    "each embedding with itself": (
+        lambda m: F.cosine_similarity(_patch_rows(m), _patch_rows(m), dim=-1),
+        ["compared with itself only"],
+    ),
+    "batch axis kept in the product": (
+        lambda m: m.pos_embed[:, 1:] @ m.pos_embed[:, 1:].T,
+        ["pos_embed[0, 1:]"],
+    ),
+    "pos_embed changed in place": (_in_place, ["changed model.pos_embed in place"]),
+    "numpy": (lambda m: _cosine_grid(_patch_rows(m), m).detach().numpy(), ["numpy"]),
+    "float32 in float64": (lambda m: _cosine_grid(_patch_rows(m).float(), m).double(), ["float32"]),
+}
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors of dimension other than 2")
+@pytest.mark.parametrize("name", list(POSITION_MISTAKES))
+def test_position_similarity_mistakes_are_named(name):
+    answer, phrases = POSITION_MISTAKES[name]
+    assert_caught(check_position_similarity, answer, *phrases)
+
+
+def test_position_similarity_reference_passes_on_the_course_models():
+    from helpers.models import VisionTransformer
+
+    torch.manual_seed(0)
+    model = VisionTransformer(image_size=8, patch_size=2, d_model=64, depth=2, num_heads=4, d_ff=128)
+    torch.testing.assert_close(_cosine_grid(_patch_rows(model), model).detach(), position_similarity(model))

@@ -166,6 +166,14 @@ def test_in_a_learners_session_a_missed_training_claim_prints_a_notice_and_goes_
     assert "This run: from 2.3 to 2.4." in capsys.readouterr().out
 
 
+def test_a_notice_can_say_why_in_its_own_words(monkeypatch, capsys):
+    monkeypatch.delenv(STRICT_ENV)
+    why = "Timings depend on the machine and on what else it runs."
+    assert claim_at_least("speed-up", 2.0, 3.0, "x", measured="7-15x", why=why) is False
+    out = capsys.readouterr().out
+    assert why in out and "floating-point" not in out
+
+
 def test_in_a_learners_session_a_diverged_run_is_a_notice_too(monkeypatch, capsys):
     monkeypatch.delenv(STRICT_ENV)
     assert claim_at_least("accuracy", math.nan, 97.0) is False

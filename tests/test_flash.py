@@ -204,3 +204,14 @@ def test_flash_backward_runs_a_tile_function_it_is_given():
     assert len(calls) == tile_counts(9, 9, 4, 3, causal=True)[0]
     for a, b in zip(ours, theirs, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_cpu_kernel_blocks():
+    from helpers.scale.flash import cpu_kernel_blocks, tile_counts
+
+    assert [cpu_kernel_blocks(n) for n in (100, 192, 767, 768, 4096)] == [(32, 512), (64, 512), (64, 512), (256, 512), (256, 512)]
+    # under a causal mask PyTorch's CPU kernel computes whole key blocks up to the diagonal: 20 of 32 at n = 2,048
+    assert tile_counts(2048, 2048, *cpu_kernel_blocks(2048), causal=True) == (20, 32)
+    assert tile_counts(512, 512, *cpu_kernel_blocks(512), causal=True) == (8, 8)  # one key block: nothing to skip
+    with pytest.raises(ValueError):
+        cpu_kernel_blocks(0)

@@ -224,7 +224,8 @@ def test_figures_draw():
     model = H.build_sort()
     streams = [s[0] for s in model.residuals(torch.tensor([[7, 2, 9, 0, 4]]))]
     fig = hand_plots.residual_streams(streams, H.LAYOUT, ["a", "b", "c"], ["BOS", "1", "2", "3", "4", "5"])
-    assert len(fig.axes) == 3
+    assert len(fig.axes) == 4  # three streams and their one colorbar
+    assert fig.axes[-1].get_ylabel() == "feature value (log scale)"
     grid = torch.linspace(0.1, 1.05, 50)
     fig2 = hand_plots.count_table(grid, torch.rand(50, 6), H.table_values(), H.table_thresholds())
     fig3 = hand_plots.robustness_curves([1, 2], {"a": [0.5, 1.0]}, [0.1, 1.0], {"a": torch.rand(2, 3)})

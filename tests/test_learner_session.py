@@ -88,3 +88,56 @@ def test_the_summary_lists_the_wrong_exercise(ran):
     summary = _text(nb.cells[-1])
     assert summary.startswith("Exercises: 0 of 4 correct, 1 wrong, 3 not attempted."), summary
     assert "❌ encoder block forward (post-LN): wrong:" in summary
+
+
+# A right answer written in float32, the way many tutorials write it, passes its check and must then run every cell
+# below it: notebook 05's encoding (3e-6 from float64's at position 63) and its shift matrix (a loop over a float32
+# matrix of zeros). Before the cells below followed the answer's precision, two asserts of 1e-6 and 1e-12 stopped the
+# notebook here.
+NOTEBOOK_05 = ROOT / "notebooks" / "05_positional_encoding_and_layer_norm.ipynb"
+FLOAT32_ANSWERS = {
+    "def sinusoidal_positional_encoding(": """position = torch.arange(max_len).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe""",
+    "def shift_matrix(": """M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        w = 10000 ** (-2 * i / d_model)
+        c, s = math.cos(k * w), math.sin(k * w)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1], M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = c, s, -s, c
+    return M""",
+}
+
+
+@pytest.fixture(scope="module")
+def ran_in_float32(tmp_path_factory):
+    nb = nbformat.read(NOTEBOOK_05, as_version=4)
+    for start, answer in FLOAT32_ANSWERS.items():
+        cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(start))
+        assert STUB in cell.source
+        cell.source = cell.source.replace(STUB, answer)
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_SMOKE_TEST", "COURSE_STRICT_CLAIMS", "COURSE_GRADING")}
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update({**env, "OMP_NUM_THREADS": "1"})
+    try:
+        folder = tmp_path_factory.mktemp("learner_float32")
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return nb
+
+
+def test_float32_answers_pass_and_every_cell_below_runs(ran_in_float32):
+    nb = ran_in_float32
+    errors = [
+        (i, o.ename) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
+    assert not errors, errors
+    text = "".join(_text(c) for c in nb.cells if c.cell_type == "code")
+    assert "✅ sinusoidal positional encoding: correct; the cells below use yours." in text
+    assert "✅ the shift matrix M_k: correct; the cells below use yours." in text
+    assert "✔ The encoding, the shift matrix and the halves layout behave as section 2 derives" in text

@@ -11,6 +11,7 @@ from helpers.attention import merge_heads, scaled_dot_product_attention, split_h
 from helpers.data.induction import held_out_set, repeated_half_mask, repeated_tokens
 from helpers.models.induction import (
     AttentionOnlyLM,
+    InductionHistory,
     ablate_head,
     composition_baseline,
     composition_scores,
@@ -19,13 +20,15 @@ from helpers.models.induction import (
     duplicate_token_score,
     head_ablation_losses,
     head_weights,
+    ideal_patterns,
     induction_qk_circuit,
     induction_score,
     lm_patterns,
     ov_circuit,
-    path_patching_losses,
+    path_ablation_losses,
     per_position_loss,
     phase_change,
+    positional_pattern,
     prev_token_score,
     qk_circuit,
     repeated_half_loss,
@@ -102,7 +105,7 @@ def test_paths_remove_a_head_from_one_input_only():
         torch.testing.assert_close(logits, model.unembed(x0 + layer0 + layer1), atol=1e-12, rtol=0)
         with pytest.raises(ValueError, match="earlier layer"):
             model(ids, paths={(0, "k"): [(0, 1)]})
-        losses = path_patching_losses(model, ids, 5, (0, 0))
+        losses = path_ablation_losses(model, ids, 5, (0, 0))
         assert set(losses) == {"none", "q", "k", "v", "qkv"}
 
 
@@ -286,6 +289,53 @@ def test_figures_draw():
     fig2 = induction_plots.seed_bars(
         {"s": {"a": [1.0, 2.0], "b": [0.5]}, "t": {"a": [0.1]}}, "y", "t", baseline=0.3, baseline_label="b"
     )
-    fig3 = induction_plots.circuit_heatmaps([torch.rand(8, 8)], ["m"], "x", "y", "t")
-    for f in (fig, fig2, fig3):
+    fig3 = induction_plots.circuit_heatmaps([torch.rand(8, 8), -torch.rand(8, 8)], ["m", "n"], "x", "y", "t")
+    assert len(fig3.axes) == 3  # two circuits and one shared colorbar
+    limits = {tuple(image.get_clim()) for ax in fig3.axes[:2] for image in ax.get_images()}
+    assert len(limits) == 1  # one colour scale for both
+    history = InductionHistory(steps=[0, 10], val_loss=[4.8, 0.1])
+    history.prev_score = {"L0H0": [0.1, 0.6], "L0H1": [0.1, 0.1], "L1H0": [0.1, 0.0]}
+    history.induction_score = {"L0H0": [0.0, 0.0], "L0H1": [0.0, 0.0], "L1H0": [0.05, 0.9]}
+    fig4 = induction_plots.formation_curves({"run": history}, {"run": "L0H0"}, 4.85, control=history, title="t")
+    fig5 = induction_plots.loss_by_position({"a": torch.rand(24)}, 12, 4.85, "t")
+    for f in (fig, fig2, fig3, fig4, fig5):
         plt.close(f)
+
+
+def test_ideal_patterns():
+    previous, induction = ideal_patterns(11, 5)  # BOS, 5 tokens, the same 5 again
+    assert previous.shape == induction.shape == (11, 11)
+    assert torch.equal(previous.sum(-1), torch.ones(11)) and torch.equal(induction.sum(-1), torch.ones(11))
+    assert torch.equal(prev_token_score(previous[None, None]), torch.ones(1))
+    assert torch.equal(induction_score(induction[None, None], 5), torch.ones(1))
+    with pytest.raises(ValueError, match="positions"):
+        ideal_patterns(10, 5)
+
+
+def test_training_tracks_the_heads_scores():
+    torch.manual_seed(0)
+    model = AttentionOnlyLM(17, d_model=16, num_heads=(2, 1), num_layers=2, max_len=17)
+    history = train_induction(model, steps=20, eval_every=10, min_period=4, max_period=8, val_period=6, track_heads=True)
+    assert history.steps == [0, 10, 20]
+    assert sorted(history.prev_score) == sorted(history.induction_score) == ["L0H0", "L0H1", "L1H0"]
+    assert all(len(v) == 3 and all(0.0 <= x <= 1.0 for x in v) for v in history.prev_score.values())
+    torch.manual_seed(0)
+    plain = train_induction(
+        AttentionOnlyLM(17, d_model=16, num_heads=(2, 1), num_layers=2, max_len=17),
+        steps=20,
+        eval_every=10,
+        min_period=4,
+        max_period=8,
+        val_period=6,
+    )
+    assert plain.prev_score == {} and plain.val_loss == pytest.approx(history.val_loss, abs=1e-5)
+
+
+def test_positional_pattern():
+    model = model64()
+    pattern = positional_pattern(model, head=1)
+    assert pattern.shape == (model.max_len, model.max_len) and pattern.dtype == torch.float64
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(model.max_len, dtype=torch.float64))
+    assert torch.equal(pattern.triu(1), torch.zeros_like(pattern))  # causal: no weight on later positions
+    with pytest.raises(ValueError, match="no head"):
+        positional_pattern(model, head=2)

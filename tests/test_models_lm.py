@@ -10,11 +10,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import helpers.models.lm as lm
 from helpers.blocks import EncoderBlock, sinusoidal_positional_encoding
 from helpers.models.lm import (
+    UPGRADE_RUNS,
+    UPGRADES,
     DecoderLM,
     GQAttention,
     Parts,
+    StagedBlock,
     apply_rope,
     apply_rope_complex,
     cache_bytes,
@@ -27,7 +31,9 @@ from helpers.models.lm import (
     evaluate_lm,
     filter_logits,
     generate,
+    lm_loss,
     loss_by_position,
+    next_token_loss,
     ngram_loss,
     random_caches,
     repeat_kv,
@@ -379,3 +385,142 @@ def test_time_per_token_and_decode_times():
         time_per_token(model, 16, steps=0)
     times = decode_times(model, [8, 32], steps=2, repeats=2)
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+# ---------------------------------------------------------------- the stages between 2017 and 2025, the exercises' loss and loop
+
+
+def staged(upgrades, **kwargs):
+    torch.manual_seed(0)
+    return DecoderLM(20, d_model=16, num_heads=4, num_layers=2, d_ff=24, max_len=12, kv_heads=2, upgrades=upgrades, **kwargs)
+
+
+def test_no_upgrade_is_the_2017_model_and_all_four_the_2025_model():
+    x = torch.randint(0, 20, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(staged(()).eval()(x), small("2017").eval()(x))
+        assert torch.equal(staged(UPGRADES).eval()(x), small("2025").eval()(x))
+    assert staged(()).style == "2017" and staged(list(reversed(UPGRADES))).style == "2025"
+    assert staged(["rope", "rmsnorm"]).style == "2017 + rmsnorm + rope"  # in the course's order
+    assert staged(UPGRADES).upgrades == UPGRADES and small("2017").upgrades == ()
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_each_stage_is_causal_and_has_its_parts(count):
+    upgrades = UPGRADES[:count]
+    model = staged(upgrades).double().eval()
+    x = torch.randint(0, 20, (2, 9))
+    y = x.clone()
+    y[:, -1] = (y[:, -1] + 1) % 20
+    with torch.no_grad():
+        assert torch.equal(model(x)[:, :-1], model(y)[:, :-1])
+    block = model.blocks[0]
+    assert isinstance(block, StagedBlock)
+    assert isinstance(block.norm1, lm.RMSNorm) and isinstance(model.norm, lm.RMSNorm)  # "rmsnorm" comes first
+    assert block.attn.rope == ("rope" in upgrades)
+    assert isinstance(block.ff, lm.SwiGLU) == ("swiglu" in upgrades)
+    assert block.attn.kv_heads == 4 and block.attn.w_q.bias is not None  # no GQA yet: 4 key/value heads, biases
+
+
+def test_a_stage_without_rope_adds_the_sinusoidal_encoding_and_caches_like_a_full_run():
+    model = staged(["rmsnorm"]).double().eval()
+    ids = torch.randint(0, 20, (1, 7))
+    with torch.no_grad():
+        full = model(ids)
+        caches = [None, None]
+        first = model(ids[:, :4], 0, caches)
+        rest = model(ids[:, 4:], 4, caches)
+    assert torch.allclose(torch.cat([first, rest], 1), full, atol=1e-12)
+    with pytest.raises(ValueError, match="upgrades"):
+        staged(["rmsnorm", "alibi"])
+    with pytest.raises(ValueError, match="upgrades"):
+        staged("rope")
+
+
+def test_stage_parameter_counts_of_the_notebook():
+    counts = []
+    for upgrades, d_ff in (((), 128), (UPGRADES[:1], 128), (UPGRADES[:2], 128), (UPGRADES[:3], 86), (UPGRADES, 110)):
+        model = DecoderLM(103, d_model=64, num_heads=4, num_layers=2, d_ff=d_ff, max_len=64, kv_heads=2, upgrades=upgrades)
+        counts.append(count_parameters(model))
+    assert counts == [73_536, 73_344, 73_344, 73_216, 73_728]
+
+
+def test_upgrade_runs_cover_every_stage():
+    assert list(UPGRADE_RUNS) == ["2017", "+ RMSNorm", "+ RoPE", "+ SwiGLU", "2025"]
+    assert all(len(runs) >= 10 and all(1.0 < v < 3.0 for v in runs) for runs in UPGRADE_RUNS.values())
+
+
+def test_next_token_loss_is_the_course_loss_of_the_shifted_window():
+    torch.manual_seed(0)
+    model = small().double()
+    window = torch.randint(0, 20, (3, 9))
+    expected = lm_loss(model, window[:, :-1], window[:, 1:])
+    assert torch.allclose(next_token_loss(model(window), window), expected, atol=1e-12)
+
+
+def test_train_lm_with_a_loss_function_and_a_warm_up():
+    ids = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7] * 100)
+    calls = []
+
+    def loss_fn(logits, window):
+        calls.append((tuple(logits.shape), tuple(window.shape)))
+        return next_token_loss(logits, window)
+
+    torch.manual_seed(0)
+    model = DecoderLM(8, d_model=16, num_heads=2, num_layers=1, d_ff=16, max_len=16, style="2025", kv_heads=1)
+    history = train_lm(
+        model, ids[:600], ids[600:], steps=60, context=16, batch_size=8, lr=1e-2, eval_every=20, loss_fn=loss_fn, warmup=30
+    )
+    assert calls[0] == ((8, 17, 8), (8, 17)) and len(calls) == 60
+    assert history.val_loss[-1] < 0.5 * history.val_loss[0]
+
+
+def test_sample_is_generate_with_a_sliding_window():
+    model = small().double()
+    prompt = torch.randint(0, 20, (2, 5))
+    for rule in (None, lambda z: temperature_top_k(z, 0.7, 4)):
+        ours = lm.sample(model, prompt, 20, window=8, logits_filter=rule, generator=torch.Generator().manual_seed(3))
+        theirs = generate(
+            model,
+            prompt,
+            20,
+            use_cache=False,
+            window=8,
+            generator=torch.Generator().manual_seed(3),
+            **({"logits_filter": rule} if rule else {}),
+        )
+        assert torch.equal(ours, theirs) and ours.shape == (2, 25)
+
+
+def test_init_sets_the_embedding_scale_on_its_own():
+    assert small("2017").init == "2017" and small("2017").embed_scale == 4.0  # sqrt(16)
+    assert small("2025").init == "2025" and small("2025").embed_scale == 1.0
+    assert staged(["rmsnorm"]).init == "2017" and staged(["rmsnorm", "rope"]).init == "2025"  # the model's own
+    inputs = []
+    for init, scale, std in (("2017", 4.0, 0.25), ("2025", 1.0, 0.02)):
+        torch.manual_seed(0)
+        model = DecoderLM(20, d_model=16, num_heads=4, num_layers=2, d_ff=24, upgrades=["rmsnorm", "rope"], init=init)
+        assert model.embed_scale == scale and abs(model.embed.weight.std().item() - std) < 0.3 * std
+        handle = model.blocks[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+        ids = torch.randint(0, 20, (2, 5))
+        with torch.no_grad():
+            model(ids)
+        handle.remove()
+        assert torch.equal(inputs[-1], model.embed(ids) * scale)
+    with pytest.raises(ValueError, match="init"):
+        DecoderLM(20, d_model=16, init="2020")
+
+
+def test_train_lm_can_measure_before_the_first_step_without_changing_the_run():
+    ids = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7] * 100)
+    histories = []
+    for eval_at_start in (False, True):
+        torch.manual_seed(0)
+        model = DecoderLM(8, d_model=16, num_heads=2, num_layers=1, d_ff=16, max_len=16, style="2017")
+        histories.append(
+            train_lm(model, ids[:600], ids[600:], steps=40, context=16, batch_size=8, eval_every=20, eval_at_start=eval_at_start)
+        )
+    plain, measured = histories
+    assert measured.steps == [0, 20, 40] and math.isnan(measured.train_loss[0])
+    assert measured.val_loss[1:] == plain.val_loss and measured.val_loss[0] > plain.val_loss[0]
+    assert measured.cpu_seconds > 0 and plain.cpu_seconds > 0

@@ -268,6 +268,42 @@ def test_early_stopping_restores_the_weights_of_the_best_epoch(pairs, monkeypatc
     assert history.cpu_seconds > 0 and history.seconds > 0
 
 
+def test_keep_best_runs_every_epoch_and_keeps_the_best_one(pairs, monkeypatch):
+    import helpers.models.seq2seq as seq2seq
+
+    snapshots, accuracies = [], iter([0.5, 0.9, 0.6, 0.7, 0.8])
+
+    def fake_evaluate(model, data, shift=None):
+        snapshots.append({k: v.clone() for k, v in model.state_dict().items()})
+        return 1.0, next(accuracies)
+
+    monkeypatch.setattr(seq2seq, "_evaluate_teacher_forced", fake_evaluate)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24)
+    history = train_seq2seq(model, pairs, pairs, epochs=5, lr=1e-2, batch_size=3, keep_best=True, betas=(0.9, 0.98))
+    assert history.epochs == 5 and not history.stopped_early and history.best_epoch == 2
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, snapshots[1][name], atol=0, rtol=0)
+    with pytest.raises(ValueError, match="keep_best needs a validation split"):
+        train_seq2seq(model, pairs, None, epochs=2, keep_best=True)
+
+
+def test_betas_reach_the_optimiser(pairs, monkeypatch):
+    seen = []
+    original = torch.optim.AdamW
+
+    def spy(params, **kwargs):
+        seen.append(kwargs["betas"])
+        return original(params, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "AdamW", spy)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(SRC_V, TGT_V, d_model=16, num_heads=2, d_ff=24)
+    train_seq2seq(model, pairs, None, epochs=1, batch_size=3, betas=(0.9, 0.98))
+    train_seq2seq(model, pairs, None, epochs=1, batch_size=3)
+    assert seen == [(0.9, 0.98), (0.9, 0.999)]
+
+
 def test_exact_match_by_digits():
     numbers = torch.tensor([7, 42, 512, 1005, 999_999])
     tgt = torch.tensor([[5, EOS], [6, EOS], [7, EOS], [8, EOS], [9, EOS]])

@@ -141,6 +141,19 @@ def test_vit_figures_draw(monkeypatch):
     ]
     ax = plots.confusion_heatmap(torch.tensor([0, 1, 2]), torch.tensor([0, 2, 2]))
     figures.append(ax.figure)
+    import pandas as pd
+
+    from helpers.training import History
+
+    curves = plots.validation_curves(
+        {"ViT": History(val_acc=[0.5, 0.9, 0.97]), "CNN": History(val_acc=[0.8, 0.99])}, {"logistic regression": 96.0}
+    )
+    assert [a.get_ylabel() for a in curves.axes] == ["validation accuracy (%)"] * 2
+    assert len(curves.axes[1].get_lines()) == 3  # two runs and the baseline
+    table = pd.DataFrame({"CNN": [99.0, 85.0], "ViT, shifted": [96.0, 95.5]}, index=["none", "right"])
+    bars = plots.shift_accuracy(table, title="t")
+    assert len(bars.axes[0].patches) == 4 and bars.axes[0].get_xlabel().startswith("shift")
+    figures += [curves, bars]
     assert len(figures[2].axes) == 17  # 16 panels and the colour bar
     for fig in figures:
         plt.close(fig)

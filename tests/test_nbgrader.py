@@ -58,6 +58,7 @@ WRONG = {
         "torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))",
         "(att.W1(h) + att.W2(s).unsqueeze(1))",  # the tanh forgotten
     ),
+    "answer_alignment_accuracy": ("hits[has_word].float().mean()", "hits.float().mean()"),  # und, <eos>, padding as misses
 }
 
 

@@ -90,3 +90,26 @@ def test_plain_log_ticks_label_log_axes_with_plain_numbers():
     labels = {t.get_text() for t in ax.get_xticklabels()}
     assert "0.01" in labels and not any("mathdefault" in label for label in labels)
     plt.close(fig)
+
+
+def test_beta_slider_displays_a_slider_that_redraws_the_picture(monkeypatch):
+    import IPython.display
+    import torch
+
+    from helpers.attention import softargmax_attention
+    from helpers.plots import beta_slider
+
+    plt.close("all")  # a figure another test of this worker left open is not this one's
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    K = torch.tensor([[1.0, 0.0, -1.0, 1.0], [0.0, 1.0, 0.0, 1.0]], dtype=torch.float64)  # (2, 4)
+    V = torch.tensor([[2.0, 0.0, -2.0, 0.0], [0.0, 2.0, 0.0, -2.0]], dtype=torch.float64)  # (2, 4)
+    q = torch.tensor([[2.0], [1.0]], dtype=torch.float64)  # (2, 1)
+    assert beta_slider(softargmax_attention, K, V, q) is None
+    (box,) = shown
+    slider, image = box.children
+    first = bytes(image.value)
+    assert first.startswith(b"\x89PNG")
+    slider.value = 20.0  # the picture follows the slider
+    assert bytes(image.value).startswith(b"\x89PNG") and bytes(image.value) != first
+    assert plt.get_fignums() == []  # every picture's figure is closed

@@ -21,9 +21,10 @@ def test_curves_mark_the_kept_epoch():
     }
     fig = seq2seq_curves(runs)
     accuracy = fig.axes[1]
-    dots = [line for line in accuracy.lines if line.get_marker() == "o"]
+    dots = [line for line in accuracy.lines if line.get_marker() == "o" and len(line.get_xdata())]
     assert [tuple(d.get_xdata()) for d in dots] == [(3,), (4,)]
     assert [tuple(d.get_ydata()) for d in dots] == [(95.0,), (90.0,)]
+    assert "epoch whose weights were kept" in [t.get_text() for t in accuracy.get_legend().get_texts()]
     plt.close(fig)
 
 
@@ -43,4 +44,16 @@ def test_alignment_maps_need_one_of_everything_per_panel():
         alignment_maps([torch.eye(3)], [torch.tensor([0, 1, 2])], [["a", "b", "c"]], [["x", "y", "z"]], [])
     fig = alignment_maps([torch.eye(3)], [torch.tensor([0, -1, 2])], [["a", "b", "c"]], [["x", "y", "z"]], ["one"])
     assert len(fig.axes[0].patches) == 2  # the two aligned words ringed
+    plt.close(fig)
+
+
+def test_alignment_maps_share_one_labelled_colorbar():
+    fig = alignment_maps(
+        [torch.eye(3), torch.eye(3)], [torch.tensor([0, 1, 2])] * 2, [["a", "b", "c"]] * 2, [["x", "y", "z"]] * 2, ["1", "2"]
+    )
+    assert len(fig.axes) == 3 and fig.axes[-1].get_ylabel() == "attention weight"
+    assert fig.axes[0].get_ylabel() == "German word predicted" and fig.axes[0].get_xlabel() == "English word read"
+    plt.close(fig)
+    fig = alignment_maps([torch.eye(3)], [torch.tensor([0, 1, 2])], [["a", "b", "c"]], [["x", "y", "z"]], ["1"], cbar_label=None)
+    assert len(fig.axes) == 1
     plt.close(fig)

@@ -217,3 +217,66 @@ def test_adamw_is_fused_where_pytorch_has_the_kernel_and_falls_back_elsewhere(mo
     fallback = adamw(model, lr=1e-3, weight_decay=0.01)  # a device without the kernel: the plain AdamW
     assert not fallback.defaults.get("fused")
     assert len(fallback.param_groups[0]["params"]) == len(list(model.parameters()))
+
+
+def test_the_guards_are_off_by_default_and_a_huge_clip_changes_nothing():
+    # each model built right before its run: dropout draws from the global generator that _model() seeds
+    a = _model()
+    ha = _fit(a, epochs=2)
+    hb = _fit(_model(), epochs=2, clip_grad_norm=None, keep_best=False)
+    c = _model()
+    hc = _fit(c, epochs=2, clip_grad_norm=1e9)  # the norm is never above 1e9: the gradients are left as they are
+    assert ha.val_loss == hb.val_loss == hc.val_loss
+    assert ha.grad_norm == [] and ha.best_epoch is None
+    for pa, pc in zip(a.parameters(), c.parameters(), strict=True):
+        assert torch.equal(pa, pc)
+    assert len(hc.grad_norm) == 2 and all(g > 0 for g in hc.grad_norm)
+
+
+def test_clip_grad_norm_caps_the_gradient_of_every_step_whatever_the_step_function():
+    after = []
+
+    def step(model, optimizer, x, y):  # a step of one's own: the clipping still happens inside optimizer.step()
+        loss = train_step(model, optimizer, x, y)
+        after.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])).item())
+        return loss
+
+    hist = _fit(_model(), epochs=3, lr=0.1, clip_grad_norm=0.05, step_fn=step)
+    assert after and max(after) <= 0.05 * (1 + 1e-5)
+    assert max(hist.grad_norm) > 0.05  # the norms recorded are those before clipping
+    for bad in (0, -1.0, "1"):
+        with pytest.raises(ValueError, match="clip_grad_norm"):
+            _fit(_model(), epochs=1, clip_grad_norm=bad)
+
+
+def test_keep_best_returns_the_weights_of_the_lowest_validation_loss():
+    model = _model()
+    hist = _fit(model, epochs=8, lr=0.3)  # a high rate: the validation loss goes up and down
+    xv, yv = _data(40, seed=1)
+    kept = _model()
+    hist_kept = _fit(kept, epochs=8, lr=0.3, keep_best=True)
+    assert hist_kept.val_loss == hist.val_loss  # the run itself is the same
+    assert hist_kept.best_epoch == min(range(8), key=hist.val_loss.__getitem__)
+    assert evaluate(kept, xv, yv)[0] == pytest.approx(min(hist.val_loss), rel=1e-6)
+    x, y = _data()
+    with pytest.raises(ValueError, match="keep_best"):
+        fit(_model(), x, y, None, None, epochs=1, progress=False, keep_best=True)
+
+
+def test_blew_up_and_choose_learning_rate():
+    from helpers.training import blew_up, choose_learning_rate
+
+    assert not blew_up([2.0, 1.0, 0.5]) and not blew_up([2.0, 0.5, 0.7])  # a small rise at the end is noise
+    assert blew_up([2.0, 0.5, 0.9]) and blew_up([2.0, float("nan"), 0.4]) and blew_up([2.0, 0.5, float("inf")])
+    runs = {
+        1e-3: History(val_loss=[2.0, 1.5, 1.2]),
+        1e-2: History(val_loss=[2.0, 0.6, 0.5]),
+        1e-1: History(val_loss=[2.0, 0.1, 0.3]),  # the lowest point and the lowest end, but it blew up
+    }
+    assert choose_learning_rate(runs) == 1e-2
+    runs[3e-2] = History(val_loss=[2.0, 0.5, float("nan")])
+    assert choose_learning_rate(runs) == 1e-2
+    with pytest.raises(ValueError, match="every run blew up"):
+        choose_learning_rate({0.1: History(val_loss=[1.0, float("nan")])})
+    with pytest.raises(ValueError, match="empty validation curve"):
+        choose_learning_rate({0.1: History()})

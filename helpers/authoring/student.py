@@ -75,7 +75,8 @@ if "google.colab" in sys.modules:  # Colab's own torch and numpy stay as they ar
     if not os.path.isdir("/content/course"):
         repository = "https://github.com/attention-from-scratch/course"
         subprocess.run(["git", "clone", "-q", "--depth", "1", repository, "/content/course"], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "mnist1d==0.0.2.post1"], check=True)
+        packages = ["mnist1d==0.0.2.post1", "tiktoken==0.14.0", "gguf==0.19.0"]  # what Colab lacks (07, 15, 16)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *packages], check=True)
     sys.path.insert(0, "/content/course")
 
 import helpers"""

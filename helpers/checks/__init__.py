@@ -21,6 +21,7 @@ from helpers.checks import (
     attention,
     blocks,
     by_hand,
+    chat,
     classifier,
     handwritten,
     heads,
@@ -33,12 +34,14 @@ from helpers.checks import (
     scale,
     seq2seq,
     shapes,
+    tokenizers,
     vit,
 )
 from helpers.checks._core import ExerciseFailed, choose, outcomes, raise_failures, summary, unrecorded, use_reference
 from helpers.checks.attention import *  # noqa: F401,F403
 from helpers.checks.blocks import *  # noqa: F401,F403
 from helpers.checks.by_hand import *  # noqa: F401,F403
+from helpers.checks.chat import *  # noqa: F401,F403
 from helpers.checks.classifier import *  # noqa: F401,F403
 from helpers.checks.handwritten import *  # noqa: F401,F403
 from helpers.checks.heads import *  # noqa: F401,F403
@@ -51,12 +54,14 @@ from helpers.checks.properties import *  # noqa: F401,F403
 from helpers.checks.scale import *  # noqa: F401,F403
 from helpers.checks.seq2seq import *  # noqa: F401,F403
 from helpers.checks.shapes import *  # noqa: F401,F403
+from helpers.checks.tokenizers import *  # noqa: F401,F403
 from helpers.checks.vit import *  # noqa: F401,F403
 
 _MODULES = (
     attention,
     blocks,
     by_hand,
+    chat,
     classifier,
     handwritten,
     heads,
@@ -69,6 +74,7 @@ _MODULES = (
     scale,
     seq2seq,
     shapes,
+    tokenizers,
     vit,
 )
 __all__ = [

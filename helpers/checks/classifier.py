@@ -1,14 +1,17 @@
-"""Checks of notebook 07: the patch embedding, the classifier's forward pass, one training step.
+"""Checks of notebook 07: the patch embedding, the classifier's forward pass, one training step, the choice of a
+learning rate on validation curves, and what the attention maps say.
 
 Each runs the student's code next to the reference on fresh random inputs
 (PyTorch's ``F.conv1d`` for the patches, ``helpers.models.TransformerClassifier``
-for the forward pass, a copy of the same model and optimiser for the step)
-and names the typical mistakes.
+for the forward pass, a copy of the same model and optimiser for the step,
+``helpers.training.choose_learning_rate`` on made-up validation curves, random
+attention maps whose rows sum to 1) and names the typical mistakes.
 """
 
 from __future__ import annotations
 
 import copy
+import numbers
 import re
 
 import torch
@@ -17,17 +20,27 @@ from torch import Tensor, nn
 
 from helpers.checks._core import (
     ExerciseFailed,
+    NotAttempted,
     call,
     exercise,
     expect_close,
     expect_deterministic,
     expect_tensor,
     forbid_forward,
+    is_stub_error,
+    not_a_stub_message,
     require_attempt,
 )
 from helpers.models.classifier import TransformerClassifier
+from helpers.training import History
 
-__all__ = ["check_patch_embedding", "check_classifier_forward", "check_train_step"]
+__all__ = [
+    "check_patch_embedding",
+    "check_classifier_forward",
+    "check_train_step",
+    "check_choose_learning_rate",
+    "check_attention_summary",
+]
 
 
 # ---------------------------------------------------------------- patch embedding
@@ -472,3 +485,222 @@ def check_train_step(train_step) -> None:
                 f"the losses are right but parameter `{name}` differs from the reference step by up to {diff:.4g}: "
                 "after loss.backward(), call optimizer.step() exactly once"
             )
+
+
+# ---------------------------------------------------------------- choosing the learning rate on the validation split
+
+
+def _curve(val_loss: list[float], val_acc: float = 0.9, train_loss: float = 0.3) -> History:
+    """A validation run: its validation losses, and a last validation accuracy and training loss."""
+    n = len(val_loss)
+    return History(train_loss=[2.0] * (n - 1) + [train_loss], val_loss=list(val_loss), val_acc=[0.5] * (n - 1) + [val_acc])
+
+
+_NAN, _INF = float("nan"), float("inf")
+#: (what the case shows, {lr: run}, the right choice, {a wrong choice: the mistake that makes it}); the cases run in
+#: this order, so a mistake is named by the first case whose decoy it picks.
+_LR_CASES: list[tuple[str, dict[float, History], float, dict[float, str]]] = [
+    (
+        "two healthy runs",
+        {1e-3: _curve([2.2, 1.0, 0.8], 0.80, 0.7), 3e-3: _curve([2.1, 0.6, 0.5], 0.88, 0.4)},
+        3e-3,
+        {1e-3: "the run with the highest last validation loss was chosen; choose the lowest (min, not max)"},
+    ),
+    (
+        "the lowest loss and the highest accuracy disagree",
+        {1e-3: _curve([2.2, 0.5, 0.40], 0.90, 0.30), 3e-3: _curve([2.3, 0.55, 0.45], 0.92, 0.32)},
+        1e-3,
+        {
+            3e-3: "the run with the highest validation accuracy was chosen; the rule reads the validation loss, which "
+            "moves smoothly where the accuracy of 800 signals moves in steps of 1/800"
+        },
+    ),
+    (
+        "the lowest validation loss and the lowest training loss disagree",
+        {1e-3: _curve([2.2, 0.5, 0.40], 0.91, 0.30), 3e-3: _curve([2.3, 0.55, 0.45], 0.90, 0.10)},
+        1e-3,
+        {
+            3e-3: "the run with the lowest training loss was chosen; the rule reads the validation split "
+            "(run.val_loss), the signals that no run trained on"
+        },
+    ),
+    (
+        "a curve whose lowest point is not where it ends",
+        {1e-3: _curve([2.2, 0.5, 0.40], 0.91, 0.20), 3e-3: _curve([2.3, 0.35, 0.45], 0.90, 0.25)},
+        1e-3,
+        {
+            3e-3: "the run whose curve dipped lowest on the way was chosen (min(run.val_loss)); compare where the runs "
+            "end, run.val_loss[-1]: the weights you keep are those of the last epoch"
+        },
+    ),
+    (
+        "a last loss only 1.3 times the lowest is noise, not a blow-up",
+        {1e-3: _curve([2.2, 0.30, 0.40], 0.91, 0.20), 3e-3: _curve([2.3, 0.6, 0.50], 0.88, 0.30)},
+        1e-3,
+        {
+            3e-3: "a healthy run was refused: lr 0.001 ends at 0.40, 1.33 times its lowest 0.30, which is noise. "
+            "Refuse a run only when its last loss is more than 1.5 times its lowest"
+        },
+    ),
+    (
+        "a run that blew up at the end",
+        {1e-3: _curve([2.2, 0.6, 0.50], 0.86, 0.40), 3e-3: _curve([2.3, 0.1, 0.30], 0.90, 0.20)},
+        1e-3,
+        {
+            3e-3: "lr 0.003 was chosen, but its run blew up: its validation loss ended at 0.30, three times its "
+            "lowest 0.10. Refuse a run whose last loss is more than 1.5 times its lowest, whatever it reached before"
+        },
+    ),
+    (
+        "a run whose loss ended as NaN",
+        {3e-2: _curve([2.2, 0.4, _NAN], 0.10, _NAN), 1e-3: _curve([2.3, 0.6, 0.50], 0.86, 0.40), 3e-3: _curve([2.3, 0.7, 0.55])},
+        1e-3,
+        {
+            3e-2: "the run of lr 0.03, whose validation loss ended as NaN, was chosen: every comparison with NaN is "
+            "False, so neither min() nor the 1.5-times test refuses it. Refuse runs with a loss that is not finite "
+            "(math.isfinite)"
+        },
+    ),
+    (
+        "a run with a NaN in the middle of its curve",
+        {3e-2: _curve([2.2, _NAN, 0.3], 0.90, 0.20), 1e-3: _curve([2.3, 0.6, 0.50], 0.86, 0.40)},
+        1e-3,
+        {
+            3e-2: "the run of lr 0.03 has a NaN validation loss at epoch 2 and was chosen: a run that blew up on the way "
+            "is refused too, so test every loss of the curve with math.isfinite, not only the last"
+        },
+    ),
+]
+
+
+def _lr_label(choice: object) -> str:
+    return f"{choice:g}" if isinstance(choice, float) else repr(choice)
+
+
+@exercise("choosing the learning rate")
+def check_choose_learning_rate(choose_learning_rate) -> None:
+    """Check ``choose_learning_rate(runs) -> lr``: the lowest last validation loss among the runs that did not blow up."""
+    require_attempt(choose_learning_rate, "choose_learning_rate")
+    for what, runs, right, decoys in _LR_CASES:
+        before = {lr: (list(run.val_loss), list(run.val_acc), list(run.train_loss)) for lr, run in runs.items()}
+        choice = call(choose_learning_rate, dict(runs), what=f"runs of lr {', '.join(f'{lr:g}' for lr in runs)} ({what})")
+        for lr, run in runs.items():
+            if (list(run.val_loss), list(run.val_acc), list(run.train_loss)) != before[lr]:
+                raise ExerciseFailed(
+                    "your function changed a run's history (sorting or popping its list in place); read the curves, "
+                    "work on copies (sorted(...), min(...)) and leave the runs as they were"
+                )
+        if isinstance(choice, History):
+            raise ExerciseFailed("your function returned a run (a History); return its learning rate, the key of `runs`")
+        if isinstance(choice, bool) or not isinstance(choice, numbers.Real):
+            raise ExerciseFailed(
+                f"your function returned {type(choice).__name__} {choice!r}; return a learning rate, one of the keys of "
+                "`runs` (a float such as 0.003)"
+            )
+        if choice == right and not isinstance(choice, bool):
+            continue
+        if choice in decoys:
+            raise ExerciseFailed(decoys[choice])
+        if isinstance(choice, int) and 0 <= choice < len(runs) and choice not in runs:
+            raise ExerciseFailed(
+                f"your function returned {choice}, a position in the list; return the learning rate itself (a key of "
+                "`runs`), for example min(healthy, key=...) over the keys"
+            )
+        if choice not in runs:
+            raise ExerciseFailed(
+                f"your function returned {_lr_label(choice)}, which is not one of the learning rates tried "
+                f"({', '.join(f'{lr:g}' for lr in runs)}); return a key of `runs`"
+            )
+        raise ExerciseFailed(
+            f"for {what} your function chose lr {_lr_label(choice)}, expected {right:g}: "
+            + "; ".join(f"lr {lr:g} ends at {run.val_loss[-1]:.2f} (lowest {min(run.val_loss):.2f})" for lr, run in runs.items())
+        )
+    blown = {1e-2: _curve([2.2, 0.2, 0.9]), 3e-2: _curve([2.2, 0.3, _NAN])}
+    try:
+        choice = choose_learning_rate(dict(blown))
+    except NotImplementedError as err:
+        if is_stub_error(err):
+            raise NotAttempted("`choose_learning_rate` still raises NotImplementedError: fill in its body") from None
+        raise ExerciseFailed(not_a_stub_message(err, "choose_learning_rate")) from None
+    except Exception:  # refusing to choose is right: min() of no healthy run raises ValueError
+        return
+    raise ExerciseFailed(
+        f"every run blew up (one ends 4.5 times its lowest loss, one as NaN), yet your function returned "
+        f"{_lr_label(choice)}: with no healthy run there is nothing to choose. Let min() over the healthy runs raise its "
+        "ValueError (or raise one yourself), so that the notebook stops instead of training a rate that blew up"
+    )
+
+
+# ---------------------------------------------------------------- reading the attention maps
+
+
+def _attention_weights(batch: int, heads: int, n: int, dtype=torch.float64) -> Tensor:
+    """Random attention maps whose rows sum to 1, with a few strong columns as in a trained model."""
+    scores = torch.randn(batch, heads, n, n, dtype=dtype) + 2.0 * torch.randn(batch, heads, 1, n, dtype=dtype)
+    return torch.softmax(scores, dim=-1)  # (batch, heads, n, n)
+
+
+def _summary_reference(w: Tensor) -> tuple[Tensor, Tensor]:
+    rows = w.mean(dim=1)  # (batch, n, n)
+    received = rows.mean(dim=1)  # (batch, n)
+    return received, 0.5 * (rows - received[:, None, :]).abs().sum(-1).mean(-1)  # (batch,)
+
+
+def _received_mistakes(w: Tensor) -> dict[str, Tensor]:
+    rows = w.mean(dim=1)
+    return {
+        "averaged over the keys (the last axis): every row of a map sums to 1, so each value is 1/n. The attention a "
+        "key receives is its column: average over the queries, axis 2 (after the heads, axis 1)": rows.mean(-1),
+        "summed over the queries; average them (a share of the attention, between 0 and 1)": rows.sum(1),
+        "only the first head was read; average over the heads (axis 1) as well": w[:, 0].mean(1),
+        "the largest attention over the queries was taken; average over the queries instead": rows.amax(1),
+        "summed over the heads and averaged over the queries; average over both": w.sum(1).mean(1),
+    }
+
+
+def _spread_mistakes(w: Tensor) -> dict[str, Tensor]:
+    rows = w.mean(dim=1)
+    received = rows.mean(dim=1)
+    tv = lambda a, b: 0.5 * (a - b).abs().sum(-1)  # noqa: E731
+    n = w.shape[-1]
+    return {
+        "the spread lacks the factor 0.5: the total variation between two distributions is half the sum of the "
+        "absolute differences": (rows - received[:, None, :]).abs().sum(-1).mean(-1),
+        "the spread takes the largest distance over the queries; average it over the queries": tv(
+            rows, received[:, None, :]
+        ).amax(-1),
+        "the spread sums the distances over the queries; average them": tv(rows, received[:, None, :]).sum(-1),
+        "each row was compared with the uniform distribution 1/n; compare it with the average row, `received`": tv(
+            rows, torch.full_like(rows, 1.0 / n)
+        ).mean(-1),
+        "the distance is squared (an L2 distance); the total variation is 0.5 x the sum of absolute differences": (
+            (rows - received[:, None, :]) ** 2
+        )
+        .sum(-1)
+        .mean(-1),
+        "received was broadcast along the wrong axis (received[:, :, None] subtracts one number from each row); "
+        "compare every query's row with the average row, received[:, None, :]": tv(rows, received[:, :, None]).mean(-1),
+        "the spread was measured per head and then averaged; average the heads first (rows = weights.mean(dim=1)), "
+        "as for `received`": tv(w, w.mean(2, keepdim=True)).mean(dim=(1, 2)),
+    }
+
+
+@exercise("reading the attention maps")
+def check_attention_summary(attention_summary) -> None:
+    """Check ``attention_summary(weights) -> (received, spread)`` for maps ``(batch, heads, n, n)``."""
+    require_attempt(attention_summary, "attention_summary")
+    for batch, heads, n in ((2, 3, 5), (3, 2, 7)):
+        w = _attention_weights(batch, heads, n)
+        what = f"weights of shape ({batch}, {heads}, {n}, {n})"
+        out = call(attention_summary, w.clone(), what=what)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise ExerciseFailed(
+                f"attention_summary should return two tensors, (received, spread); got {type(out).__name__}"
+                + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
+            )
+        received, spread = (expect_tensor(t, name) for t, name in zip(out, ("received", "spread"), strict=True))
+        if tuple(received.shape) == (batch,) and tuple(spread.shape) == (batch, n):
+            raise ExerciseFailed("the two results are swapped: return (received, spread), received (batch, n) first")
+        want_received, want_spread = _summary_reference(w)
+        expect_close(received, want_received, f"received for {what}", atol=1e-10, rtol=1e-8, mistakes=_received_mistakes(w))
+        expect_close(spread, want_spread, f"spread for {what}", atol=1e-10, rtol=1e-8, mistakes=_spread_mistakes(w))

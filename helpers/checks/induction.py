@@ -25,9 +25,14 @@ float32-accurate is named as a precision problem (``helpers.checks._core.expect_
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from helpers.checks._core import (
     ExerciseFailed,
@@ -96,6 +101,118 @@ def _top_is(p: Tensor, offset: int, queries: Tensor) -> Tensor:
     """Per head, the share of (sequence, query) pairs whose largest weight is on key ``i + offset``: ``(heads,)``."""
     top = p[:, :, queries].argmax(-1)  # (b, h, len(queries))
     return (top == (queries + offset)).double().mean(dim=(0, -1))
+
+
+# ---------------------------------------------------------------- the device of new tensors
+
+#: Factories that put a tensor on the CPU unless they are given ``device=``.
+_FACTORIES = {
+    torch.zeros,
+    torch.ones,
+    torch.full,
+    torch.empty,
+    torch.tensor,
+    torch.as_tensor,
+    torch.arange,
+    torch.eye,
+    torch.linspace,
+    torch.randn,
+    torch.rand,
+}
+
+
+def _tensors(value: Any) -> list[Tensor]:
+    """Every tensor in a (nested) argument."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+class _OnAGPU(TorchFunctionMode):
+    """Runs a learner's function as if its inputs were on a GPU, following where every tensor it makes would live.
+
+    The inputs are marked "gpu"; a factory without ``device=`` makes a "cpu" tensor; any other operation's result is
+    "gpu" when one of its tensors is. CUDA refuses an operation that mixes a GPU tensor with a CPU tensor of one or
+    more dimensions (a 0-dim CPU tensor is a scalar and mixes with anything; an index may stay on the CPU; assigning
+    into a slice copies across devices): each such operation is recorded in ``mixed``, and each factory call without
+    ``device=`` in ``factories``.
+    """
+
+    def __init__(self, inputs: list[Tensor]) -> None:
+        super().__init__()
+        self.where: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        for t in inputs:
+            self.where[t] = "gpu"
+        self.mixed: list[str] = []
+        self.factories: list[str] = []
+
+    def device_of(self, t: Tensor) -> str:
+        return self.where.get(t, "cpu")
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        name = getattr(func, "__name__", str(func))
+        if func in _FACTORIES:
+            on = "gpu" if kwargs.get("device") is not None else "cpu"
+            if on == "cpu":
+                self.factories.append(f"torch.{name}")
+        else:
+            if name == "__getitem__":  # an index may stay on the CPU
+                operands = _tensors(args[0])
+            elif name == "__setitem__":  # out[...] = value copies across devices
+                operands = []
+            else:
+                operands = _tensors(args) + _tensors(kwargs)
+            devices = [(self.device_of(t), t.dim()) for t in operands]
+            if any(d == "gpu" for d, _ in devices) and any(d == "cpu" and dim > 0 for d, dim in devices):
+                self.mixed.append(name)
+            in_place = name.endswith("_") and not name.startswith("_") and args and isinstance(args[0], Tensor)
+            on = self.device_of(args[0]) if in_place else "gpu" if any(d == "gpu" for d, _ in devices) else "cpu"
+        for t in _tensors(result):
+            if t not in self.where:
+                self.where[t] = on
+        return result
+
+
+def _expect_device_follows(fn: Callable[..., Any], args: tuple, name: str, input_name: str) -> None:
+    """A right answer must also run on a GPU: every tensor it creates follows its inputs' device.
+
+    Replays ``fn`` under ``_OnAGPU``; names a tensor created without ``device=`` that CUDA would refuse to combine
+    with the inputs, or a result that would come back on the CPU whatever the inputs' device.
+    """
+    inputs = [a for a in args if isinstance(a, Tensor)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with _OnAGPU(inputs) as mode:
+                result = fn(*args)
+    except Exception:  # noqa: BLE001 (the cases before ran it: a failure here gives no verdict)
+        return
+    made = ", ".join(f"{f}(...)" for f in dict.fromkeys(mode.factories)) or "a factory"
+    symbols = {"add_": "+=", "sub_": "-=", "mul_": "*=", "div_": "/=", "add": "+", "sub": "-", "mul": "*", "div": "/"}
+    symbols |= {"matmul": "@", "__mul__": "*", "__add__": "+", "__sub__": "-", "__truediv__": "/", "__matmul__": "@"}
+    fix = (
+        f"Create new tensors on {input_name}'s device (and in its dtype): torch.zeros(..., device={input_name}.device, "
+        f"dtype={input_name}.dtype), or {input_name}.new_zeros(...), torch.zeros_like(...)"
+    )
+    if mode.mixed:
+        raise ExerciseFailed(
+            f"your `{name}` is right on the CPU, but on a GPU it fails: it creates a tensor with {made} and no device=, "
+            f"so that tensor stays on the CPU, and `{symbols.get(mode.mixed[0], mode.mixed[0])}` then combines it with "
+            f"{input_name}, which is on the "
+            f'GPU ("expected all tensors to be on the same device"). {fix}'
+        )
+    outputs = _tensors(result)
+    if outputs and any(mode.device_of(t) == "cpu" for t in outputs):
+        raise ExerciseFailed(
+            f"your `{name}` is right on the CPU, but it returns a tensor made with {made} and no device=: on a GPU your "
+            f"result would come back on the CPU, not on {input_name}'s device. {fix}"
+        )
 
 
 # ---------------------------------------------------------------- previous-token score
@@ -168,6 +285,7 @@ def check_prev_token_score(prev_token_score) -> None:
             f"a head that always attends to the previous token (query 0 to itself) scores {float(out[0]):.4g}, expected 1: "
             "average over the queries 1 .. n-1, which all have a previous token"
         )
+    _expect_device_follows(prev_token_score, (random_patterns(2, 3, 6),), "prev_token_score", "pattern")
 
 
 # ---------------------------------------------------------------- induction score
@@ -260,6 +378,7 @@ def check_induction_score(induction_score) -> None:
                 ) from None
             raise
         passed_bos = passed_bos or before == 1
+    _expect_device_follows(induction_score, (random_patterns(2, 3, 9), 4), "induction_score", "pattern")
 
 
 # ---------------------------------------------------------------- ablation
@@ -395,6 +514,8 @@ def check_ablate_head(ablate_head) -> None:
                     rtol=RTOL,
                     mistakes=_ablate_mistakes(z.double(), head, how),
                 )
+    for how in ("zero", "mean"):
+        _expect_device_follows(ablate_head, (torch.randn(3, 4, 5, 6, dtype=torch.float64), 1, how), "ablate_head", "z")
 
 
 # ---------------------------------------------------------------- the composed QK circuit

@@ -1,6 +1,13 @@
-"""Checks of notebook 11 (a decoder-only language model): the parts of the 2025 block (RMSNorm, RoPE, sharing
-the key/value heads, SwiGLU), the sampling filters (temperature and top-k, top-p) and the KV cache (attention of
-the newest positions over the cache, the cache update).
+"""Checks of notebook 11 (a decoder-only language model): the next-token loss and the generation loop, the parts of
+the 2025 block (RMSNorm, RoPE, sharing the key/value heads, SwiGLU), the sampling filters (temperature and top-k,
+top-p) and the KV cache (attention of the newest positions over the cache, the cache update).
+
+The loss is compared on random logits with the cross-entropy of the shifted window, and every typical slip (no shift,
+the shift the wrong way, a wrap-around roll, logits and targets flattened differently, a sum, a mean over one axis only,
+probabilities or raw logits given to the wrong function, bits instead of nats...) is named. The generation loop runs on
+toy models: one whose next token is certain (the structure: cropping, the last position, appending, the batch) and one
+with a fixed distribution sampled 8,000 times (the sampling: softmax of the filtered logits, not the logits, not the
+argmax, not a softmax over the batch); the frequencies are within 0.035 of the probabilities for a right answer.
 
 Each check compares the learner's function with PyTorch or an independent computation on fresh random float64
 inputs, and names the typical mistakes. Tolerances follow the precision an answer may legitimately compute in:
@@ -33,6 +40,8 @@ __all__ = [
     "check_top_p_filter",
     "check_cached_attention",
     "check_cache_update",
+    "check_next_token_loss",
+    "check_sample",
 ]
 
 #: Tolerance for every part: float32's rounding is legitimate (the models are float32); each named mistake is far off.
@@ -100,7 +109,12 @@ def _expect(
 
 
 def _expect_gradients(
-    fn: Callable, reference: Callable, inputs: Sequence[Tensor], names: Sequence[str], title: str, extra: Sequence = ()
+    fn: Callable,
+    reference: Callable,
+    inputs: Sequence[Tensor],
+    names: Sequence[str],
+    title: str,
+    extra: Sequence = (),
 ) -> None:
     """The learner's function must pass gradients to every input, equal to the reference's (at float32's tolerance).
 
@@ -182,6 +196,17 @@ def _rms_mistakes(x: Tensor, w: Tensor, eps: float, small_eps_passed: bool = Fal
         "the features are divided by their (unbiased) standard deviation, x.std(-1): RMSNorm divides by "
         "sqrt(x.pow(2).mean(-1, keepdim=True) + eps), without subtracting the mean": x / x.std(-1, keepdim=True) * w,
         "the gain `weight` is not applied: multiply the normalised x by weight": _rms(x, w, eps) / w,
+        "the normalised x is divided by the gain `weight`: multiply by it, x / rms * weight": _rms(x, w, eps) / w / w,
+        "the gain `weight` is applied before the norm (x * weight inside the mean of the squares): normalise x first, "
+        "then multiply by weight": _rms(x * w, torch.ones_like(w), eps),
+        "the gain `weight` is inside the mean of the squares and not multiplied after: normalise x by "
+        "sqrt(x.pow(2).mean(-1, keepdim=True) + eps), then multiply by weight": x
+        / torch.sqrt((x * w).pow(2).mean(-1, keepdim=True) + eps),
+        "the mean of the squares is taken over the whole tensor (no dim): each token is normalised over its own "
+        "features, x.pow(2).mean(-1, keepdim=True)": x / torch.sqrt(x.pow(2).mean() + eps) * w,
+        "the features are not squared: the root mean square is sqrt(mean(x**2) + eps), of the squares": x
+        / torch.sqrt(x.mean(-1, keepdim=True).abs() + eps)
+        * w,
         "the gain `weight` is added instead of multiplied: x / rms * weight": x / torch.sqrt(ms + eps) + w,
         "the result is multiplied by the root mean square instead of divided by it": x * torch.sqrt(ms + eps) * w,
         "eps is added outside the square root: sqrt(mean(x**2) + eps), as nn.RMSNorm": x / (torch.sqrt(ms) + eps) * w,
@@ -193,6 +218,62 @@ def _rms_mistakes(x: Tensor, w: Tensor, eps: float, small_eps_passed: bool = Fal
                 "argument, sqrt(mean(x**2) + eps)"
             ] = _rms(x, w, constant)
     return mistakes
+
+
+def _rms_divisor(out: Tensor, x: Tensor, w: Tensor, eps: float) -> str | None:
+    """Name what an answer of the form ``x * weight / D`` (or ``(x - mean) * weight / D``) divides by, D one number per
+    token: the root mean square with eps elsewhere, a standard deviation, a sum over d - 1, a maximum... (None if the
+    answer is not of that form, or D is none of these)."""
+    out, d = out.detach().double(), x.shape[-1]
+    if out.shape != x.shape or not torch.isfinite(out).all():
+        return None
+    centred = x - x.mean(-1, keepdim=True)
+    for base, subtracted in ((x * w, False), (centred * w, True)):
+        ratio = out / base  # (..., d): 1 / D in every entry of a token, if the answer has this form
+        row = ratio.median(-1, keepdim=True).values  # (..., 1)
+        if not torch.allclose(ratio, row.expand_as(ratio), rtol=1e-6, atol=0.0):
+            continue
+        divisor = 1.0 / row  # (..., 1)
+        ms = x.pow(2).mean(-1, keepdim=True)
+        big = (ms > 1e3 * eps).squeeze(-1)  # tokens where eps hardly matters
+        if not big.any():
+            return None
+        families = {
+            "the root mean square": ms.sqrt(),
+            "the (unbiased) standard deviation": x.std(-1, keepdim=True),
+            "the standard deviation": x.std(-1, unbiased=False, keepdim=True),
+            "the root of the sum of squares over d - 1": (x.pow(2).sum(-1, keepdim=True) / (d - 1)).sqrt(),
+            "the largest absolute value": x.abs().amax(-1, keepdim=True),
+            "the root of the mean absolute value": x.abs().mean(-1, keepdim=True).sqrt(),
+        }
+        for family, value in families.items():
+            if not torch.allclose(divisor[big], value[big], rtol=2e-3, atol=0.0):
+                continue
+            if subtracted:
+                return (
+                    f"each token's mean is subtracted and the result divided by {family}: that is LayerNorm; RMSNorm "
+                    "does not subtract the mean, it divides x by sqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
+                )
+            if family == "the root mean square":
+                return (
+                    "the root mean square is right for tokens of ordinary size, but eps enters it another way: a token "
+                    "whose features are tiny (mean square about eps) comes out wrong. Add eps to the mean of the squares, "
+                    "under the square root: sqrt(x.pow(2).mean(-1, keepdim=True) + eps)"
+                )
+            why = {
+                "the (unbiased) standard deviation": "x.std(-1) (or x.var(-1) under the square root) subtracts each "
+                "token's mean and divides by d - 1",
+                "the standard deviation": "x.std(-1, unbiased=False) (or x.var) subtracts each token's mean",
+                "the root of the sum of squares over d - 1": "that is Bessel's correction (as in x.var's default); the "
+                "MEAN of the squares divides their sum by d",
+                "the largest absolute value": "that is max-abs scaling",
+                "the root of the mean absolute value": "that is neither squared nor a root mean square",
+            }[family]
+            return (
+                f"each token is divided by {family} of its features: {why}. RMSNorm divides by the root of the mean of "
+                "the squares, sqrt(x.pow(2).mean(-1, keepdim=True) + eps), without subtracting the mean"
+            )
+    return None
 
 
 def _rms_inputs() -> list[tuple[Tensor, Tensor, float]]:
@@ -223,14 +304,22 @@ def check_rms_norm(rms_norm) -> None:
         with torch.no_grad():
             torch_norm.weight.copy_(w)
             expected = torch_norm(x)
-        _expect(
-            out,
-            expected,
-            f"rms_norm on x {shape} with eps={eps:g}",
-            _rms_mistakes(x, w, eps, small_eps_passed),
-            dtype=x.dtype,
-            low=lambda dt, x=x, w=w, eps=eps: _lm.rms_norm(x.to(dt), w.to(dt), eps),
-        )
+        name = f"rms_norm on x {shape} with eps={eps:g}"
+        try:
+            _expect(
+                out,
+                expected,
+                name,
+                _rms_mistakes(x, w, eps, small_eps_passed),
+                dtype=x.dtype,
+                low=lambda dt, x=x, w=w, eps=eps: _lm.rms_norm(x.to(dt), w.to(dt), eps),
+            )
+        except ExerciseFailed as err:
+            if "differs from the reference" in str(err) and isinstance(out, Tensor):
+                named = _rms_divisor(out, x, w, eps)
+                if named:
+                    raise ExerciseFailed(f"{name}: {named}") from None
+            raise
         small_eps_passed = eps < 1e-4
     # the model's own dtype: float32 in, float32 out
     x32, w32 = torch.randn(2, 4, 6), torch.empty(6).uniform_(0.5, 1.5)
@@ -294,6 +383,8 @@ def _rope_mistakes(x: Tensor, angles: Tensor) -> dict[str, Tensor]:
             x, rope_angles(x.shape[-2], d)
         ),
         "x is returned unchanged: rotate each pair by its angle": x,
+        "the two results of each pair are put back in swapped places: the first feature of a pair gets a cos - b sin, "
+        "the second a sin + b cos": _interleave(even * sin + odd * cos, even * cos - odd * sin),
     }
 
 
@@ -486,13 +577,31 @@ def _top_counts(kept: Tensor, logits: Tensor) -> list[int | None]:
     return counts
 
 
+#: A filter drops a token by setting its logit to -inf, or to a number so negative that the softmax gives it
+#: probability exactly 0 whatever dtype samples it: -1e4 or less (-1e9, the other common choice, underflows to exactly 0
+#: in float32 and float64, and float16 rounds it to -inf). A fill such as -100 still leaves e^-100 > 0 in float64.
+DROPPED_AT = -1e4
+
+
+def _dropped(out: Tensor) -> Tensor:
+    """Which tokens a filter's output drops ``(..., vocab)`` bool: -inf, or -1e4 and below (see ``DROPPED_AT``)."""
+    return out <= DROPPED_AT
+
+
 def _dropped_hint(
-    out: Tensor, logits: Tensor, name: str, probabilities: Sequence[Tensor], zero_fill: Tensor | None = None
+    out: Tensor,
+    logits: Tensor,
+    name: str,
+    probabilities: Sequence[Tensor],
+    zero_fill: Tensor | None = None,
+    keep: Tensor | None = None,
 ) -> None:
-    """Name outputs that are not the logits with -inf: a mask, probabilities, zeros or a large negative number.
+    """Name outputs that are not the logits with the dropped tokens at -inf: a mask, probabilities, zeros, or a
+    negative number not negative enough to give probability 0 (-inf or any fill of -1e4 or less, -1e9 say, is right).
 
     ``probabilities``: the probabilities the learner may have returned instead (softmax of the logits, of logits / T);
-    ``zero_fill``: the right logits with 0 instead of -inf for the dropped tokens (None where that is the right answer).
+    ``zero_fill``: the right logits with 0 instead of -inf for the dropped tokens (None where that is the right answer);
+    ``keep``: the tokens the right answer keeps (for naming a fill that is not negative enough).
     """
     if out.dtype == torch.bool:
         raise ExerciseFailed(
@@ -509,7 +618,7 @@ def _dropped_hint(
         raise ExerciseFailed(f"{name} contains NaN; mark dropped tokens with float('-inf')")
     if bool((out == float("inf")).any()):
         raise ExerciseFailed(f"{name} has +inf; dropped tokens get -inf (they must get probability 0)")
-    finite = torch.isfinite(out)
+    finite = ~_dropped(out)
     if zero_fill is not None and torch.allclose(out.detach().double(), zero_fill.double(), atol=ATOL):
         raise ExerciseFailed(
             f"{name}: the dropped tokens are set to 0, which is a logit like any other (probability e^0 / Z > 0): set "
@@ -525,11 +634,15 @@ def _dropped_hint(
             f"{name} holds probabilities; return the logits themselves with -inf for the dropped tokens (sampling "
             "applies the softmax)"
         )
-    if bool((out[finite] <= -1e4).any()):
-        raise ExerciseFailed(
-            f"{name} marks dropped tokens with a large negative number (e.g. -1e9) instead of float('-inf'): only -inf "
-            "gives them probability exactly 0 whatever the other logits are"
-        )
+    if keep is not None and bool((~keep).any()):
+        fills = out.detach()[~keep].double().unique()
+        if len(fills) == 1 and DROPPED_AT < fills.item() <= -10 and bool((out.detach()[keep] > fills.item()).all()):
+            value = fills.item()
+            raise ExerciseFailed(
+                f"{name} marks dropped tokens with {value:g}, which is not negative enough: after the softmax each keeps "
+                f"a probability of about e^({value:g}) / Z, not 0 (in float64 exp underflows to 0 only below -745). Use "
+                "float('-inf'); a number of -1e4 or less (such as -1e9) also gives exactly 0"
+            )
 
 
 def _top_k_mask(scaled: Tensor, k: int | None) -> Tensor:
@@ -559,9 +672,9 @@ def check_temperature_top_k(temperature_top_k) -> None:
         out = expect_tensor(out, name)
         scaled = logits / temperature
         zero_fill = None if k in (None, 10) else scaled.masked_fill(~_top_k_mask(scaled, k), 0.0)
-        _dropped_hint(out, logits, name, [scaled.softmax(-1), logits.softmax(-1)], zero_fill)
-        kept = torch.isfinite(out)
         right_kept = _top_k_mask(scaled, k)
+        _dropped_hint(out, logits, name, [scaled.softmax(-1), logits.softmax(-1)], zero_fill, right_kept)
+        kept = ~_dropped(out)
         if not torch.equal(kept, right_kept):
             smallest = scaled <= scaled.topk(k, -1, largest=False).values[..., -1:] if k else right_kept
             if torch.equal(kept, smallest):
@@ -600,6 +713,11 @@ def check_temperature_top_k(temperature_top_k) -> None:
 def _nucleus(logits: Tensor, p: float, kind: str = "right") -> Tensor:
     """Which tokens a top-p filter keeps ``(..., vocab)`` bool, the right way or a typical wrong one."""
     probs = (logits.softmax(0) if kind == "softmax_axis0" else logits.softmax(-1)).double()
+    if kind == "one_minus":
+        return _nucleus(logits, 1.0 - p)
+    if kind == "one_minus_exclusive":  # cumsum < 1 - p, the most likely token kept
+        top = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, probs.argmax(-1, keepdim=True), True)
+        return _nucleus(logits, 1.0 - p, "exclusive") | top
     if kind == "own_prob":
         return probs >= p
     if kind == "logits_cumsum":
@@ -634,7 +752,30 @@ _TOP_P_MISTAKES = {
     "own_prob": "each token's own probability is compared with p; top-p compares the cumulative probability of the "
     "most likely tokens",
     "logits_cumsum": "the cumulative sum is taken over the logits; take it over the probabilities, softmax(logits)",
+    "one_minus_exclusive": "the nucleus is cut at 1 - p instead of p (the threshold of an ascending sort, as "
+    "transformers removes the tokens whose cumulative probability from the bottom is at most 1 - p): with a descending "
+    "sort, keep a token while the probability of the tokens ranked above it is below p",
+    "one_minus": "the nucleus is cut at 1 - p instead of p (the threshold of an ascending sort, as transformers removes "
+    "the tokens whose cumulative probability from the bottom is at most 1 - p): with a descending sort, keep a token "
+    "while the probability of the tokens ranked above it is below p",
 }
+
+
+def _keeps_the_tail(kept: Sequence[Tensor], right: Sequence[Tensor], logits: Tensor) -> bool:
+    """True when, at every p, every token after the nucleus is kept and of the nucleus at most its first and its last
+    token (the one that reaches p), while some nucleus of 3 or more tokens loses its middle."""
+    order = logits.argsort(-1, descending=True)
+    ends = torch.zeros_like(right[0])
+    ends.scatter_(-1, order[..., :1], True)
+    middle_lost = False
+    for a, b in zip(kept, right, strict=True):
+        size = b.sum(-1, keepdim=True)  # (rows, 1)
+        last = order.gather(-1, (size - 1).clamp(min=0))  # (rows, 1): the token that reaches p
+        edge = ends.clone().scatter_(-1, last, True)
+        if not bool((a | b).all()) or bool((a & b & ~edge).any()):
+            return False
+        middle_lost = middle_lost or bool((b & ~edge & ~a).any())
+    return middle_lost
 
 
 def _top_p_logits() -> Tensor:
@@ -655,14 +796,22 @@ def check_top_p_filter(top_p_filter) -> None:
     for p in ps:
         name = f"top_p_filter(logits (5, 12), p={p})"
         out = expect_tensor(_call(top_p_filter, logits.clone(), p, what=f"logits (5, 12) and p={p}"), name)
-        _dropped_hint(out, logits, name, [logits.softmax(-1)], logits.masked_fill(~_nucleus(logits, p), 0.0))
+        nucleus = _nucleus(logits, p)
+        _dropped_hint(out, logits, name, [logits.softmax(-1)], logits.masked_fill(~nucleus, 0.0), nucleus)
         outputs.append(out)
-    kept = [torch.isfinite(out) for out in outputs]
+    kept = [~_dropped(out) for out in outputs]
     right = [_nucleus(logits, p) for p in ps]
     if not all(torch.equal(a, b) for a, b in zip(kept, right, strict=True)):
         for kind, message in _TOP_P_MISTAKES.items():
             if all(torch.equal(a, _nucleus(logits, p, kind)) for a, p in zip(kept, ps, strict=True)):
                 raise ExerciseFailed(message)
+        if _keeps_the_tail(kept, right, logits):
+            raise ExerciseFailed(
+                "the filter keeps the tail, the tokens ranked after the nucleus, and drops the nucleus itself (all but "
+                "perhaps its first or last token): the comparison runs the wrong way (a `cumsum > p` or `cumsum >= p` "
+                "test keeps what top-p removes). Keep a token while the probability of the tokens ranked ABOVE it is "
+                "below p: cumsum - probs < p"
+            )
         for a, b, p in zip(kept, right, ps, strict=True):
             if torch.equal(a, b):
                 continue
@@ -703,7 +852,7 @@ def check_top_p_filter(top_p_filter) -> None:
             )
     # the ends of the range
     out = expect_tensor(_call(top_p_filter, logits.clone(), 0.0, what="logits (5, 12) and p=0"), "top_p_filter(logits, p=0)")
-    kept0 = torch.isfinite(out)
+    kept0 = ~_dropped(out)
     top = torch.zeros_like(kept0).scatter(-1, logits.argmax(-1, keepdim=True), True)
     if not torch.equal(kept0, top):
         raise ExerciseFailed(
@@ -714,7 +863,7 @@ def check_top_p_filter(top_p_filter) -> None:
     out = expect_tensor(
         _call(top_p_filter, big.clone(), 1.0, what="float32 logits (2, 6400) and p=1"), "top_p_filter(logits, p=1)"
     )
-    dropped = int((~torch.isfinite(out)).sum())
+    dropped = int(_dropped(out).sum())
     if dropped:
         raise ExerciseFailed(
             f"with p=1 every token must stay, but {dropped} of {big.numel()} float32 logits were dropped: a precision "
@@ -750,9 +899,9 @@ def _cached_attention_mistakes(q: Tensor, k: Tensor, v: Tensor) -> dict[str, Ten
     return {
         "the causal mask is aligned top-left (is_causal=True, or tril of an (n, m) matrix): query 0 then sees key 0 "
         "only. The n queries are the LAST n of the m positions: query i is position m - n + i and sees keys 0 .. "
-        "m - n + i (torch.ones(n, m).tril(diagonal=m - n), or causal_mask(m)[m - n:])": _attention(q, k, v, top_left)
-        if n != m
-        else None,
+        "m - n + i. Build the (n, m) mask directly, torch.ones(n, m, dtype=torch.bool).tril(diagonal=m - n), or by "
+        "comparing positions, torch.arange(m)[None, :] <= torch.arange(m - n, m)[:, None]; not by slicing an m x m "
+        "mask, whose size grows with the square of the context": _attention(q, k, v, top_left) if n != m else None,
         "there is no causal mask: with several new queries, query i must not see the keys after its own position "
         "m - n + i (only a single new query, n = 1, may see every key)": _attention(q, k, v, None) if n > 1 else None,
         "each query misses its own key: query i (position m - n + i) sees keys 0 .. m - n + i, itself included": _attention(
@@ -775,6 +924,15 @@ def _cached_attention_mistakes(q: Tensor, k: Tensor, v: Tensor) -> dict[str, Ten
         "the mask is applied after the softmax (weights zeroed but not renormalised): mask the scores with -inf before "
         "the softmax": (scores.softmax(-1) * right) @ v,
         "the weighted sum uses the keys instead of the values: weights @ v": weights @ k if k.shape[-1] == v.shape[-1] else None,
+        "the boolean mask is added to the scores (True counts as 1, so the visible keys get +1 and nothing is hidden): "
+        "hide the keys with scores.masked_fill(~visible, float('-inf')), or give F.scaled_dot_product_attention the "
+        "boolean mask itself": (scores + right).softmax(-1) @ v,
+        "the mask is inverted: for F.scaled_dot_product_attention a boolean attn_mask is True where a query MAY attend "
+        "(keys 0 .. m - n + i for query i), False where it may not": F.scaled_dot_product_attention(q, k, v, attn_mask=~right)
+        if n > 1
+        else None,
+        "the scores are divided by the square root of the number of keys, sqrt(m): scale by the key and query width, "
+        "sqrt(d) = sqrt(q.shape[-1])": _attention(q, k, v, right, m**-0.5) if m != d else None,
     }
 
 
@@ -884,3 +1042,331 @@ def check_cache_update(cache_update) -> None:
                 "the new positions are not added to the cache: torch.cat([cache, new], dim=2)": old,
             }
             expect_close(got, right, f"{name} (cache of {m}, {n} new)", atol=0.0, rtol=0.0, mistakes=mistakes if m else None)
+
+
+# ---------------------------------------------------------------- the next-token loss
+
+
+def _ce(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
+
+
+def _next_token_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None]:
+    b, n, v = logits.shape
+    inputs, targets = logits[:, :-1], ids[:, 1:]  # (b, n - 1, V), (b, n - 1)
+    per_token = _ce(inputs, targets, "none").view(b, n - 1)  # (b, n - 1)
+    log_probs = inputs.log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)  # (b, n - 1)
+    shift = (
+        "position t's logits predict token t + 1, so the logits of positions 0 .. n - 2 (logits[:, :-1]) are compared "
+        "with the tokens 1 .. n - 1 (ids[:, 1:])"
+    )
+    return {
+        f"the targets are not shifted: each position is asked for its own input token, which it already sees; {shift}": _ce(
+            logits, ids
+        ),
+        f"the targets are not shifted (both sides drop the same end): {shift}": _ce(logits[:, 1:], ids[:, 1:]),
+        f"the targets are not shifted (both sides drop the last position): {shift}": _ce(logits[:, :-1], ids[:, :-1]),
+        f"the shift runs the wrong way: logits[:, 1:] against ids[:, :-1] asks each position for the token before it; {shift}": _ce(
+            logits[:, 1:], ids[:, :-1]
+        ),
+        "torch.roll wraps around: the last position is asked for the window's first token, which it cannot predict; drop "
+        f"that pair instead: {shift}": _ce(logits, ids.roll(-1, dims=1)),
+        "the logits and the targets are flattened in different orders (one of them transposed first): flatten both the "
+        "same way, logits[:, :-1].reshape(-1, V) with ids[:, 1:].reshape(-1)": _ce(inputs, targets.transpose(0, 1))
+        if b > 1
+        else None,
+        "the logits and the targets are flattened in different orders (the logits transposed first): flatten both the "
+        "same way, logits[:, :-1].reshape(-1, V) with ids[:, 1:].reshape(-1)": _ce(inputs.transpose(0, 1), targets)
+        if b > 1
+        else None,
+        "the losses are summed, not averaged: the loss is the mean over every prediction (F.cross_entropy's default "
+        "reduction='mean')": per_token.sum(),
+        "the mean is over the batch axis only and the positions are summed: average over every prediction, batch and "
+        "positions alike (flatten both, then the default mean)": per_token.mean(0).sum(),
+        "the mean is over the positions only and the batch is summed: average over every prediction, batch and positions "
+        "alike (flatten both, then the default mean)": per_token.mean(1).sum(),
+        "the log-softmax runs over the positions (dim=1); the probabilities of each prediction are over the vocabulary, "
+        "log_softmax(dim=-1)": -logits.log_softmax(1)[:, :-1].gather(-1, targets[..., None]).mean(),
+        "F.cross_entropy is given probabilities (a softmax first): it takes the raw logits and applies the log-softmax "
+        "itself": _ce(inputs.softmax(-1), targets),
+        "F.nll_loss is given raw logits: it expects log-probabilities; apply log_softmax(dim=-1) first, or use "
+        "F.cross_entropy on the logits": -inputs.gather(-1, targets[..., None]).mean(),
+        "the sign is flipped: the loss is MINUS the mean log-probability of the targets (it must fall as the model "
+        "improves)": log_probs.mean(),
+        "this is in bits (log base 2): the loss is in nats, with the natural log (bits per character come later, as "
+        "loss / ln 2)": -log_probs.mean() / math.log(2),
+        "this averages minus the probability of each target: the loss averages minus its LOG-probability, "
+        "-log p": -log_probs.exp().mean(),
+        "this is the perplexity, exp(loss): return the loss itself, the mean of -log p": (-log_probs.mean()).exp(),
+    }
+
+
+def _next_token_inputs(dtype: torch.dtype = torch.float64) -> list[tuple[Tensor, Tensor]]:
+    cases = []
+    for b, n, v in ((2, 5, 7), (3, 4, 9)):  # distinct sizes: a swapped axis or a missing shift shows
+        logits = torch.randn(b, n, v, dtype=dtype) * 2.0
+        ids = torch.randint(0, v, (b, n))
+        cases.append((logits, ids))
+    return cases
+
+
+_LOSS_HINTS = {
+    "to match target batch_size": "The logits and the targets must pair up one to one: dropping the first token of the "
+    "targets (ids[:, 1:]) means dropping the last position of the logits too (logits[:, :-1])",
+    "Expected target size": "F.cross_entropy wants the classes on axis 1: flatten to logits (b (n - 1), V) and targets "
+    "(b (n - 1),) first, logits[:, :-1].reshape(-1, V) and ids[:, 1:].reshape(-1)",
+    "Expected input batch_size": "The logits and the targets must pair up one to one: flatten logits[:, :-1] and "
+    "ids[:, 1:] the same way",
+}
+
+
+@exercise("the next-token loss")
+def check_next_token_loss(next_token_loss) -> None:
+    """Check ``next_token_loss(logits, ids) -> scalar``: the cross-entropy of logits[:, :-1] against ids[:, 1:]."""
+    for logits, ids in _next_token_inputs():
+        b, n, v = logits.shape
+        what = f"logits ({b}, {n}, {v}) and ids ({b}, {n})"
+        out = _call(next_token_loss, logits.clone(), ids.clone(), what=what, hints=_LOSS_HINTS)
+        name = f"next_token_loss on {what}"
+        if isinstance(out, (float, int)):
+            raise ExerciseFailed(
+                f"{name} returns a Python number ({type(out).__name__}): `.item()` drops the computation graph that "
+                "training needs for loss.backward(); return the tensor"
+            )
+        out = expect_tensor(out, name)
+        if out.numel() != 1:
+            shape = tuple(out.shape)
+            hint = (
+                f"one loss per prediction ({shape}): average them, .mean() (F.cross_entropy's default reduction)"
+                if out.numel() in (b * (n - 1), b * n)
+                else "return the mean over every prediction, one number"
+            )
+            raise ExerciseFailed(f"{name} has shape {shape}, not a single number: {hint}")
+        out = out.reshape(())
+        expected = _ce(logits[:, :-1], ids[:, 1:])
+        _expect(
+            out,
+            expected,
+            name,
+            _next_token_mistakes(logits, ids),
+            dtype=out.dtype,  # a float32 loss is legitimate (the model is float32): judged at float32's precision
+            low=lambda dt, logits=logits, ids=ids: _ce(logits[:, :-1].to(dt), ids[:, 1:]),
+            nonfinite_hint="is a probability 0 before a log? F.cross_entropy (or log_softmax) computes the log-probabilities "
+            "without overflow",
+        )
+    logits, ids = _next_token_inputs(torch.float32)[0]
+    out = expect_tensor(_call(next_token_loss, logits.clone(), ids.clone(), what="float32 logits"), "next_token_loss")
+    _expect(out.reshape(()), _ce(logits[:, :-1].double(), ids[:, 1:]), "next_token_loss on float32 logits", dtype=out.dtype)
+    logits, ids = _next_token_inputs()[0]
+    _expect_gradients(
+        lambda z: next_token_loss(z, ids.clone()).reshape(()),
+        lambda z: _ce(z[:, :-1], ids[:, 1:]),
+        [logits],
+        ["logits"],
+        "next_token_loss",
+    )
+
+
+# ---------------------------------------------------------------- the generation loop
+
+
+class _ChainModel(nn.Module):
+    """A toy language model whose next token is ``(3 * last + previous + 1) % V``, almost surely (a logit of 40 against 0).
+
+    It depends on the last two tokens (so a loop that shows it only the newest one goes wrong) and records the length
+    of every input it is given.
+    """
+
+    def __init__(self, vocab: int = 11) -> None:
+        super().__init__()
+        self.vocab, self.lengths = vocab, []
+
+    def rule(self, ids: Tensor) -> Tensor:
+        previous = torch.cat([torch.zeros_like(ids[:, :1]), ids[:, :-1]], 1)  # (b, n): 0 before the first token
+        return (3 * ids + previous + 1) % self.vocab  # (b, n)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        self.lengths.append(ids.shape[-1])
+        return 40.0 * F.one_hot(self.rule(ids), self.vocab).float()  # (b, n, V)
+
+
+class _FixedModel(nn.Module):
+    """A toy language model that predicts the same distribution after every token (positive logits, see below)."""
+
+    def __init__(self, logits: Tensor) -> None:
+        super().__init__()
+        self.logits, self.calls = logits, 0
+
+    def forward(self, ids: Tensor) -> Tensor:
+        self.calls += 1
+        return self.logits.expand(*ids.shape, -1).clone()  # (b, n, V)
+
+
+def _chain(model: _ChainModel, ids: Tensor, steps: int, window: int, crop: str = "last", position: int = -1) -> Tensor:
+    """What a deterministic loop gives on the chain model: the right one, or a typical wrong one."""
+    for _ in range(steps):
+        context = {"last": ids[:, -window:], "first": ids[:, :window], "none": ids, "newest": ids[:, -1:]}[crop]
+        nxt = model.rule(context)[:, position]  # (b,)
+        ids = torch.cat([ids, nxt[:, None]], 1)
+    return ids
+
+
+#: The distribution of the fixed model: probabilities 0.6, 0.25, 0.1, 0.05 as logits shifted to be positive (so that
+#: sampling from the logits themselves runs, and is told apart by its frequencies).
+_P = torch.tensor([0.6, 0.25, 0.1, 0.05])
+_FIXED = _P.log() + 4.0
+
+
+def _frequencies(tokens: Tensor, vocab: int) -> Tensor:
+    return torch.bincount(tokens.flatten(), minlength=vocab).double() / tokens.numel()
+
+
+_SAMPLE_HINTS = {
+    "probability tensor contains": "torch.multinomial takes probabilities (or other non-negative weights): it was given "
+    "logits, or log-probabilities, which are negative. Sample from softmax(logits_filter(logits), dim=-1)",
+    "cannot be converted to Scalar": "The loop must handle a batch of prompts (ids is (b, n)): keep the sampled ids as a "
+    "(b, 1) tensor, without .item()",
+    "Sizes of tensors must match": "The new token must be a (b, 1) tensor, appended along the sequence axis: "
+    "torch.cat([ids, next_ids], dim=1). The model returns (b, n, V): the last position's logits are "
+    "model(...)[:, -1], (b, V)",
+}
+
+
+@exercise("the generation loop")
+def check_sample(sample) -> None:
+    """Check ``sample(model, ids, steps, window, logits_filter, generator)``: the loop of crop, run, filter, softmax,
+    sample, append, on toy models whose next token is known or whose distribution is fixed."""
+    # 1. a model whose next token is (almost surely) known: the loop's structure
+    model = _ChainModel()
+    prompt = torch.tensor([[1, 2, 3], [4, 0, 7]])  # (2, 3): a batch of two prompts
+    steps, window = 6, 4
+    what = "a toy model, a batch of 2 prompts of 3 tokens, steps=6, window=4"
+    gen = torch.Generator().manual_seed(0)
+    out = _call(sample, model, prompt.clone(), steps, window, lambda z: z, gen, what=what, hints=_SAMPLE_HINTS)
+    name = "sample(...)"
+    out = expect_tensor(out, name)
+    b, n = prompt.shape
+    if tuple(out.shape) != (b, n + steps):
+        shape = tuple(out.shape)
+        if shape == (b, steps):
+            why = "only the new tokens: return the prompt followed by them, torch.cat([ids, next_ids], dim=1) at every step"
+        elif shape == (b, n + 1):
+            why = (
+                "one new token only: the loop runs `steps` times, appending one token each time (is `return` indented "
+                "inside the loop? It belongs after it)"
+            )
+        elif len(shape) == 2 and shape[0] == b and shape[1] == n + steps + 1:
+            why = "one token too many: the loop runs `steps` times"
+        elif len(shape) == 3:
+            why = "an extra axis: append the (b, 1) ids of the sampled tokens along the sequence axis, dim=1"
+        else:
+            why = "append one token per step along the sequence axis, dim=1"
+        raise ExerciseFailed(f"{name} returns shape {shape}, expected (batch, prompt + steps) = {(b, n + steps)}: {why}")
+    if out.dtype != torch.long:
+        raise ExerciseFailed(
+            f"{name} returns {_short(out.dtype)} ids: token ids are integers (int64), as torch.multinomial returns them; "
+            "do not turn them into floats"
+        )
+    if not torch.equal(out[:, :n], prompt):
+        raise ExerciseFailed(f"{name} changes the prompt: keep it as the first {n} tokens and append after it")
+    # 2. a model with a fixed distribution: the sampling itself (before the structure, since a wrong distribution
+    # also scrambles the sequence of the toy model above)
+    rows, vocab = 8000, len(_P)  # the frequencies are within 0.025 of the probabilities (4.5 standard errors)
+    fixed_ids = torch.zeros(rows, 1, dtype=torch.long)
+    cases = (
+        ("no filter", lambda z: z, _P.double()),
+        ("logits_filter=lambda z: z / 0.5", lambda z: z / 0.5, (_P.double() ** 2) / (_P.double() ** 2).sum()),
+    )
+    for label, logits_filter, probs in cases:
+        fixed = _FixedModel(_FIXED.clone())
+        what = f"a toy model with next-token probabilities {_P.tolist()}, {rows} prompts, steps=1, {label}"
+        drawn = expect_tensor(
+            _call(
+                sample,
+                fixed,
+                fixed_ids.clone(),
+                1,
+                4,
+                logits_filter,
+                torch.Generator().manual_seed(1),
+                what=what,
+                hints=_SAMPLE_HINTS,
+            ),
+            name,
+        )
+        freq = _frequencies(drawn[:, -1], vocab)
+        if (freq - probs).abs().max() <= 0.035:
+            continue
+        found = f"the sampled tokens' frequencies are {[round(f, 2) for f in freq.tolist()]} where the probabilities are {[round(p, 2) for p in probs.tolist()]}"
+        if freq[0] == 1.0:
+            raise ExerciseFailed(
+                f"{name} always picks the most likely token (argmax): that is greedy decoding; sample from the "
+                f"probabilities with torch.multinomial(probs, 1) ({found})"
+            )
+        weights = logits_filter(_FIXED.double())
+        candidates = {
+            "samples in proportion to the logits themselves, not to their softmax: torch.multinomial takes "
+            "probabilities, softmax(logits_filter(logits), dim=-1)": weights / weights.sum(),
+            "samples uniformly: is the softmax over the batch axis (dim=0)? Each row's probabilities are the softmax "
+            "of its own logits, dim=-1": torch.full((vocab,), 1.0 / vocab, dtype=torch.float64),
+            "does not apply logits_filter: sample from softmax(logits_filter(logits))": _P.double(),
+            "takes a softmax of probabilities: a second softmax, or logits_filter applied after the softmax. The "
+            "filter works on the logits (a temperature divides them, top-k and top-p set them to -inf): filter first, "
+            "then one softmax": logits_filter(_P.double()).softmax(-1),
+        }
+        distance = {message: (freq - wrong).abs().max().item() for message, wrong in candidates.items()}
+        nearest = min(distance, key=distance.get)
+        if distance[nearest] <= 0.035 and (candidates[nearest] - probs).abs().max() > 0.1:
+            raise ExerciseFailed(f"{name} {nearest} ({found})")
+        raise ExerciseFailed(f"{name}: {found}; sample from softmax(logits_filter(logits), dim=-1) with torch.multinomial")
+    # 3. back to the first model: the structure of the loop
+    lengths = list(model.lengths)
+    if len(lengths) == 1 and steps > 1:
+        raise ExerciseFailed(
+            f"{name} runs the model once for {steps} tokens: each new token changes what comes next, so the model runs "
+            "again at every step, on the sequence with the new token appended"
+        )
+    expected_lengths = [min(n + i, window) for i in range(steps)]
+    if max(lengths, default=0) > window:
+        longest = max(lengths)
+        extra = (
+            f"one token more than the window ({longest} > {window}): ids[:, -window:] keeps exactly `window`"
+            if longest == window + 1
+            else f"inputs of up to {longest} tokens with window={window}"
+        )
+        raise ExerciseFailed(
+            f"{name} does not crop the context to the last `window` tokens ({extra}): a model trained on 64 positions "
+            "is worse beyond them, so each step runs on ids[:, -window:]"
+        )
+    right = _chain(_ChainModel(), prompt, steps, window)
+    if not torch.equal(out, right):
+        named = {
+            "first": "the context is the FIRST `window` tokens (ids[:, :window]); the next token follows the LAST ones: "
+            "ids[:, -window:]",
+            "newest": "the model sees only the newest token (ids[:, -1:]): without a KV cache it needs the whole context, "
+            "ids[:, -window:]",
+        }
+        for crop, message in named.items():
+            if torch.equal(out, _chain(_ChainModel(), prompt, steps, window, crop=crop)):
+                raise ExerciseFailed(f"{name}: {message}")
+        if torch.equal(out, _chain(_ChainModel(), prompt, steps, window, position=0)):
+            raise ExerciseFailed(
+                f"{name} samples from the FIRST position's logits (model(...)[:, 0]): the prediction of the next token is "
+                "at the last position, model(...)[:, -1]"
+            )
+        if (out[:, n:] == out[:, n : n + 1]).all() and not (right[:, n:] == right[:, n : n + 1]).all():
+            raise ExerciseFailed(
+                f"{name} gives the same token at every step: each step must see the tokens sampled so far; append the "
+                "new token to ids (ids = torch.cat([ids, next_ids], dim=1)) before the next step"
+            )
+        row = next(i for i in range(b) if not torch.equal(out[i], right[i]))
+        raise ExerciseFailed(
+            f"{name}: on a toy model whose next token is certain, row {row} gives {out[row].tolist()}, expected "
+            f"{right[row].tolist()}: crop to ids[:, -window:], run the model, take the last position's logits "
+            "[:, -1], filter them, softmax(dim=-1), torch.multinomial, append"
+        )
+    if lengths != expected_lengths:
+        raise ExerciseFailed(
+            f"{name} runs the model on {lengths} tokens at its {steps} steps, where the last `window` tokens are "
+            f"{expected_lengths}: crop with ids[:, -window:]"
+        )

@@ -3,7 +3,9 @@
 - ``check_split_heads(split_heads)``: ``split_heads(x, num_heads)`` turns
   ``(batch, n, d_model)`` into ``(batch, heads, n, d_k)``;
 - ``check_merge_heads(merge_heads)``: ``merge_heads(x)`` turns
-  ``(batch, heads, n, d_k)`` back into ``(batch, n, heads * d_k)``.
+  ``(batch, heads, n, d_k)`` back into ``(batch, n, heads * d_k)``;
+- ``what_the_check_says(check, answer)``: a check's verdict on an answer, as a line of text, for a demonstration of
+  a mistake (printed on stdout, and left out of ``summary()``).
 
 Both name the view-without-transpose trap and, for any other wrong
 rearrangement, say which token and which feature of the input ended up where.
@@ -11,13 +13,17 @@ rearrangement, say which token and which feature of the input ended up where.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from helpers.attention import merge_heads as _merge_reference
 from helpers.attention import split_heads as _split_reference
+from helpers.checks import _core
 from helpers.checks._core import (
     ExerciseFailed,
     call_attempt,
@@ -27,7 +33,7 @@ from helpers.checks._core import (
     expect_tensor,
 )
 
-__all__ = ["check_split_heads", "check_merge_heads"]
+__all__ = ["check_split_heads", "check_merge_heads", "what_the_check_says"]
 
 
 def _coded(batch: int, n: int, d_model: int) -> Tensor:
@@ -137,6 +143,16 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
     return None
 
 
+def _expect_same_dtype(out: Tensor, x: Tensor, name: str, what: str) -> None:
+    """A rearrangement moves numbers and rounds none: its result keeps the input's dtype."""
+    if out.dtype != x.dtype:
+        raise ExerciseFailed(
+            f"{name} returns {str(out.dtype).replace('torch.', '')} for a {str(x.dtype).replace('torch.', '')} input: "
+            f"{what} only moves numbers, so it should keep x's dtype and round none. view, transpose and reshape keep it; "
+            "a tensor you create and fill needs dtype=x.dtype (torch.zeros(..., dtype=x.dtype))"
+        )
+
+
 @exercise("split the heads")
 def check_split_heads(split_heads) -> None:
     """Check ``split_heads(x, num_heads)``: ``(batch, n, d_model)`` -> ``(batch, heads, n, d_k)``, head h = features h*d_k..(h+1)*d_k-1."""
@@ -166,6 +182,7 @@ def check_split_heads(split_heads) -> None:
             if hint is not None:
                 raise ExerciseFailed(f"{name}: got shape {tuple(out.shape)}, expected {tuple(expected.shape)}: {hint}")
             expect_shape(out, expected.shape, name)
+        _expect_same_dtype(out, x, name, "splitting into heads")
         mistakes = _split_mistakes(x, heads)
         coded = _coded(batch, n, d_model)  # (batch, n, d_model), entry [b, t, f] = 10000 b + 100 t + f
         if not torch.allclose(out.detach().double(), expected, atol=1e-12, rtol=0):
@@ -214,6 +231,7 @@ def check_merge_heads(merge_heads) -> None:
             if got in hints:
                 raise ExerciseFailed(f"{name}: got shape {got}, expected {tuple(expected.shape)}: {hints[got]}")
             expect_shape(out, expected.shape, name)
+        _expect_same_dtype(out, x, name, "merging the heads")
         mistakes = {
             "the view-versus-transpose trap: (batch, heads, n, d_k) reshaped straight to (batch, n, d_model) mixes heads "
             "across tokens; transpose(1, 2) first, then reshape": x.reshape(batch, n, d_model),
@@ -237,3 +255,22 @@ def check_merge_heads(merge_heads) -> None:
                 )
                 raise ExerciseFailed(f"{name}: {where}. Token t must get heads 0, 1, ... of token t side by side")
             expect_close(out, expected, name, atol=1e-12, rtol=0)
+
+
+def what_the_check_says(check: Callable[..., object], *answer: object) -> str:
+    """The verdict of ``check(*answer)`` as one line: ``"correct"``, or the named mistake of a wrong answer.
+
+    For a demonstration, such as a typical mistake fed to its check on purpose: nothing is printed or shown as a
+    failure, and the closing ``summary()`` keeps listing only the learner's own answers.
+    """
+    saved = _core._RAISE["on"]
+    _core.raise_failures(True)
+    try:
+        with _core.unrecorded(), contextlib.redirect_stdout(io.StringIO()) as printed:
+            check(*answer)
+    except ExerciseFailed as err:
+        return str(err)
+    finally:
+        _core.raise_failures(saved)
+    said = printed.getvalue().strip()
+    return said.lstrip("✅⏳ ") if said else "correct"

@@ -492,7 +492,7 @@ def check_shift_matrix(shift_matrix) -> None:
                 "[[cos(k w_i), sin(k w_i)], [-sin(k w_i), cos(k w_i)]]"
             )
         try:
-            expect_close(out, expected, name, atol=1e-9, rtol=1e-9, mistakes=_shift_mistakes(k, d_model))
+            expect_close(out, expected, name, atol=1e-9, rtol=1e-9, mistakes=_shift_mistakes(k, d_model), float32_path=True)
         except ExerciseFailed as err:
             if "differs from the reference" not in str(err):
                 raise

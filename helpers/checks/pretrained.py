@@ -20,15 +20,19 @@ from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, e
 from helpers.models.minilm import LAYER_NAMES, BertEncoderBlock, encoder_layer_state_dict
 from helpers.tokenizers.wordpiece import basic_tokenize as reference_basic_tokenize
 from helpers.tokenizers.wordpiece import is_punctuation
+from helpers.tokenizers.wordpiece import split_on_punctuation as reference_split_on_punctuation
 from helpers.tokenizers.wordpiece import wordpiece as reference_wordpiece
 
 __all__ = [
+    "check_split_on_punctuation",
     "check_basic_tokenize",
     "check_wordpiece",
+    "check_layer_names",
     "check_load_encoder_layer",
     "check_mean_pooling",
     "TOY_VOCAB",
     "BASIC_TEXTS",
+    "PUNCTUATION_WORDS",
 ]
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -116,6 +120,20 @@ def _basic_mistake(texts: list[str], answers: list[list[str]], expected: list[li
             "you normalised with NFKD (or NFKC), which also replaces compatibility characters ('ﬁ' -> 'fi', '²' -> '2', "
             "'½' -> '1⁄2'): use NFD, which only separates the accents"
         )
+    punctuation = _punctuation_mistake(words, want)
+    if punctuation:
+        return punctuation
+    for text, got, exp in zip(texts, answers, expected, strict=True):
+        if got != exp:
+            return (
+                f"for {text!r} you gave {got}, expected {exp}: clean_text, lower-case, strip accents (NFD, drop 'Mn'), "
+                "split on white space, then make every punctuation character a word of its own"
+            )
+    return "the words differ from the reference"  # not reached: some text differs
+
+
+def _punctuation_mistake(words: list[str], want: list[str]) -> str:
+    """Name what a split at punctuation did differently, from the words it gave (``words``) and the expected ones."""
     with_punctuation = [w for w in words if len(w) > 1 and any(is_punctuation(c) for c in w)]
     attached = sorted({c for w in with_punctuation for c in w if is_punctuation(c)})
     if attached:
@@ -157,13 +175,7 @@ def _basic_mistake(texts: list[str], answers: list[list[str]], expected: list[li
             f"the symbols {' '.join(symbols)} were split off as if they were punctuation: BERT keeps '±', '×' and "
             "emoji inside words; split only where is_punctuation(char) is True (a regular expression's \\W is wider)"
         )
-    for text, got, exp in zip(texts, answers, expected, strict=True):
-        if got != exp:
-            return (
-                f"for {text!r} you gave {got}, expected {exp}: clean_text, lower-case, strip accents (NFD, drop 'Mn'), "
-                "split on white space, then make every punctuation character a word of its own"
-            )
-    return "the words differ from the reference"  # not reached: some text differs
+    return ""
 
 
 @exercise("basic tokenization")
@@ -174,6 +186,73 @@ def check_basic_tokenize(basic_tokenize) -> None:
     expected = [reference_basic_tokenize(text) for text in BASIC_TEXTS]
     if answers != expected:
         raise ExerciseFailed(_basic_mistake(BASIC_TEXTS, answers, expected))
+
+
+#: Words (no white space: the basic tokenizer splits on it first) on which the usual slips of the punctuation split differ.
+PUNCTUATION_WORDS = [
+    "didn't",
+    "hello,",
+    "$3.50?",
+    "wait...",
+    "¿qué?",
+    "«sí»",
+    "—",
+    "it’s",
+    "10:30…",
+    "snake_case",
+    "3×4=12,",
+    "a±b",
+    "ok😀",
+    "<tag>",
+    "^x^",
+    "`y`|z|~w",
+    "a@b.com",
+    "plain",
+]
+
+
+@exercise("splitting off punctuation")
+def check_split_on_punctuation(split_on_punctuation) -> None:
+    """Check ``split_on_punctuation(word) -> list[str]``: every punctuation character a word of its own, the rest kept."""
+    require_attempt(split_on_punctuation, "split_on_punctuation")
+    answers = [
+        _as_word_list(call(split_on_punctuation, word, what=f"the word {word!r}"), repr(word)) for word in PUNCTUATION_WORDS
+    ]
+    expected = [reference_split_on_punctuation(word) for word in PUNCTUATION_WORDS]
+    if answers == expected:
+        return
+    words = [w for answer in answers for w in answer]
+    want = [w for answer in expected for w in answer]
+    if any(not w for w in words):
+        raise ExerciseFailed(
+            "some pieces are empty strings: add the letters collected so far only if there are any (a word that starts or "
+            "ends with punctuation, ',hello' or 'hello,', leaves nothing on one side of the ',')"
+        )
+    if all(got == list(word) for word, got in zip(PUNCTUATION_WORDS, answers, strict=True)):
+        raise ExerciseFailed(
+            "every character became a piece of its own; only punctuation characters do, the letters and digits between "
+            "two of them stay together ('didn', \"'\", 't')"
+        )
+    named = _punctuation_mistake(words, want)
+    if named:
+        raise ExerciseFailed(named)
+    for word, got, right in zip(PUNCTUATION_WORDS, answers, expected, strict=True):
+        if "".join(got) != word:
+            raise ExerciseFailed(
+                f"for {word!r} you gave {got}: the pieces do not spell the word any more. Every character belongs to exactly "
+                "one piece: only the splitting is new, nothing is added, changed or dropped"
+                + (
+                    " (the letters left after the last punctuation character too: add that last piece after the loop)"
+                    if len("".join(got)) < len(word)
+                    else ""
+                )
+            )
+        if got != right:
+            raise ExerciseFailed(
+                f"for {word!r} you gave {got}, expected {right}: collect the characters that are not punctuation into a "
+                "piece, and when a punctuation character comes, close that piece (if it is not empty) and add the "
+                "character alone"
+            )
 
 
 # ---------------------------------------------------------------- WordPiece
@@ -467,6 +546,73 @@ def _with_hint(message: str, hints: list[tuple[tuple[str, ...], str]]) -> str:
     return message
 
 
+#: What each BERT name is, for the messages of ``check_layer_names``.
+_BERT_ROLES = {
+    "attention.self.query": "the queries' projection W_Q",
+    "attention.self.key": "the keys' projection W_K",
+    "attention.self.value": "the values' projection W_V",
+    "attention.output.dense": "the attention's output projection W_O (it sits in `attention.output`, so its name says "
+    "'output', but it is the attention's)",
+    "attention.output.LayerNorm": "the first layer norm, after the attention's residual (BERT keeps it inside "
+    "`attention.output`)",
+    "intermediate.dense": "the feed-forward network's first linear layer, d_model -> d_ff",
+    "output.dense": "the feed-forward network's second linear layer, d_ff -> d_model",
+    "output.LayerNorm": "the second layer norm, after the feed-forward network's residual",
+}
+#: The block's module names, which the values of the mapping must be.
+_BLOCK_MODULES = tuple(LAYER_NAMES.values())
+
+
+@exercise("BERT's names for the block's parts")
+def check_layer_names(mapping) -> None:
+    """Check a dict ``{BERT name: block module name}`` for one layer: 8 entries, ``"attention.self.query": "self_attn.w_q"``..."""
+    require_attempt(mapping, "the dict of names")
+    if not isinstance(mapping, Mapping):
+        raise ExerciseFailed(
+            f"the names are a {type(mapping).__name__}; give a dict from BERT's names to the block's, "
+            '{"attention.self.query": "self_attn.w_q", ...}'
+        )
+    keys, values = list(mapping), list(mapping.values())
+    if not all(isinstance(k, str) for k in keys) or not all(isinstance(v, str) for v in values):
+        raise ExerciseFailed("every key and every value is a name, a string such as 'attention.self.query' or 'self_attn.w_q'")
+    if set(keys) == set(_BLOCK_MODULES) and set(values) <= set(LAYER_NAMES):
+        raise ExerciseFailed(
+            "the dict runs the wrong way, from the block's names to BERT's: its keys are BERT's names (what you read in "
+            "the file), its values the block's (where each tensor goes)"
+        )
+    suffixed = [n for n in keys + values if n.endswith((".weight", ".bias"))]
+    if suffixed:
+        raise ExerciseFailed(
+            f"{suffixed[0]!r} names a tensor, not a module: give the modules' names without '.weight' or '.bias' (one entry "
+            "per module; the loader adds both suffixes)"
+        )
+    prefixed = [k for k in keys if k.startswith(("encoder.", "layer."))]
+    if prefixed:
+        raise ExerciseFailed(
+            f"{prefixed[0]!r} carries the layer's prefix: name each part as it follows 'encoder.layer.{{i}}.', so that the "
+            "one dict serves every layer ('attention.self.query')"
+        )
+    unknown = [k for k in keys if k not in LAYER_NAMES]
+    if unknown:
+        raise ExerciseFailed(
+            f"{unknown[0]!r} is not one of BERT's names for a layer's parts; the file's names after 'encoder.layer.0.' are "
+            + ", ".join(repr(n) for n in LAYER_NAMES)
+        )
+    missing = [k for k in LAYER_NAMES if k not in mapping]
+    if missing:
+        raise ExerciseFailed(f"{len(missing)} of BERT's 8 parts have no entry: {', '.join(repr(m) for m in missing)}")
+    strange = [v for v in values if v not in _BLOCK_MODULES]
+    if strange:
+        raise ExerciseFailed(
+            f"the block has no module {strange[0]!r}: its parts are "
+            + ", ".join(repr(n) for n in _BLOCK_MODULES)
+            + " (the cell that lists the block's parameters shows them)"
+        )
+    for bert, ours in LAYER_NAMES.items():
+        if mapping[bert] != ours:
+            raise ExerciseFailed(f"{bert!r} goes to {mapping[bert]!r}, but it is {_BERT_ROLES[bert]}: the block's {ours!r}")
+
+
 @exercise("loading one layer into an encoder block")
 def check_load_encoder_layer(load_encoder_layer) -> None:
     """Check ``load_encoder_layer(block, weights, layer)``: copies BERT layer ``layer`` into a ``BertEncoderBlock``.
@@ -614,6 +760,8 @@ def check_mean_pooling(mean_pool) -> None:
             1
         ),
         "the masked sum was not divided by the number of real tokens (mask.sum(1))": (hidden * m).sum(1),
+        "the sum runs over every token, the padding included, though the count is of the real tokens only: multiply the "
+        "hidden states by the mask before summing, (hidden * m).sum(1)": hidden.sum(1) / m.sum(1),
         "the masked sum was divided by the padded length, not by the number of real tokens of each sentence": (hidden * m).sum(1)
         / hidden.shape[1],
         "the masked sum was divided by the number of real tokens of the whole batch (mask.sum()), not by each sentence's own "

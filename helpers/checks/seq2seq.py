@@ -1,4 +1,5 @@
-"""Checks of notebook 09: teacher forcing's shift, the source padding mask, greedy decoding, additive attention.
+"""Checks of notebook 09: teacher forcing's shift, the source padding mask, greedy decoding, additive attention,
+alignment accuracy.
 
 Each runs the student's code on fresh random inputs next to the reference in ``helpers.models.seq2seq``
 (itself tested against ``helpers.attention`` and PyTorch) and names the typical mistakes: an off-by-one
@@ -30,9 +31,23 @@ from helpers.checks._core import (
     require_attempt,
 )
 from helpers.data.translation import BOS, EOS, PAD
-from helpers.models.seq2seq import additive_attention, cut_at_eos, exact_matches, greedy_decode, never_special, shift_right
+from helpers.models.seq2seq import (
+    additive_attention,
+    alignment_accuracy,
+    cut_at_eos,
+    exact_matches,
+    greedy_decode,
+    never_special,
+    shift_right,
+)
 
-__all__ = ["check_shift_right", "check_source_padding_mask", "check_greedy_decode", "check_additive_attention"]
+__all__ = [
+    "check_shift_right",
+    "check_source_padding_mask",
+    "check_greedy_decode",
+    "check_additive_attention",
+    "check_alignment_accuracy",
+]
 
 
 def _random_targets(batch: int, lengths: list[int], vocab: int = 20, generator: torch.Generator | None = None) -> Tensor:
@@ -197,7 +212,7 @@ def check_source_padding_mask(mask_fn) -> None:
             if torch.equal(out, both):
                 raise ExerciseFailed(
                     "the mask hides the padded queries as well as the keys: a padded query's row is then all False, and an "
-                    "explicit softmax of nothing but -inf is 0/0 = NaN (PyTorch's fused kernel returns zeros there instead). "
+                    "explicit softmax of nothing but -inf is 0/0 = NaN (PyTorch's fused kernels return zeros or other values there, by back-end). "
                     "Mask the keys only, (src != pad)[:, None, :] of shape (batch, 1, m)"
                 )
             if torch.equal(out, real[:, None, :].expand(batch, m, m)):
@@ -276,6 +291,11 @@ class _Recorder(nn.Module):
         return self.model.encode(src)
 
     def decode(self, tgt_in: Tensor, state: tuple[Tensor, ...]) -> Tensor:
+        if isinstance(state, Tensor):
+            raise ExerciseFailed(
+                "model.decode was given a tensor as its state (the source itself?): it takes what model.encode returned, "
+                "state = model.encode(src) once before the loop, then model.decode(ys, state) at every step"
+            )
         if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2:
             got = tuple(tgt_in.shape) if isinstance(tgt_in, Tensor) else type(tgt_in).__name__
             raise ExerciseFailed(f"the decoder input should be (batch, t) token ids, got {got}")
@@ -406,6 +426,11 @@ def _greedy_hint(err: Exception) -> str:
             "x.max(dim) returns a pair (values, indices), not a tensor; the next word is the position of the largest "
             "logit, its index: logits[:, -1].argmax(-1) (or logits[:, -1].max(-1).indices)"
         )
+    if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        return (
+            "`if` was given a tensor with one entry per sentence (such as next_word == EOS), which has no single truth "
+            "value: stop when every row has produced <eos>, `if (ys == EOS).any(dim=1).all(): break`"
+        )
     if "Sizes of tensors must match" in message or "must have same number of dimensions" in message:
         along = " (torch.cat joins along dim=0, the batch axis, unless told otherwise)" if "dimension 0" in message else ""
         return (
@@ -413,6 +438,17 @@ def _greedy_hint(err: Exception) -> str:
             f"maximum over the vocabulary, the last axis), appended as next_word[:, None] along dim=1{along}"
         )
     return ""
+
+
+def _one_step_each(recorder: _Recorder) -> bool:
+    """True when the decoder ran once per sentence, on ``<bos>`` alone: a loop that returned after its first step."""
+    if not recorder.calls or any(x.shape[1] != 1 for _, x in recorder.calls):
+        return False
+    rows = [r for r, _ in recorder.calls]
+    if any(r is None for r in rows):
+        return len(rows) == 1
+    seen = [i for r in rows for i in r]
+    return len(seen) == len(set(seen))
 
 
 def _rows_differing(out: Tensor, expected: Tensor) -> list[int]:
@@ -435,6 +471,12 @@ def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     with torch.no_grad():
         out = call(_hinted(decode_fn, what, _greedy_hint), recorder, src.clone(), max_len, what=what)
     out = expect_tensor(out, "the decoded tokens")
+    if out.dim() == 2 and out.shape[0] == 1 < src.shape[0] and recorder.calls and all(r == [0] for r, _ in recorder.calls):
+        raise ExerciseFailed(
+            f"only the first sentence came back (shape {tuple(out.shape)} for a batch of {src.shape[0]}): the loop over the "
+            "sentences returned after its first one. Is the `return` indented inside that `for` loop? Collect every "
+            "sentence's words and return after the loop (dedent it)"
+        )
     if out.dim() != 2 or out.shape[0] != src.shape[0]:
         raise ExerciseFailed(f"the decoded tokens have shape {tuple(out.shape)}; expected (batch, L) = ({src.shape[0]}, L)")
     if out.is_floating_point():
@@ -455,7 +497,7 @@ def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     for _, x in recorder.calls:
         if not bool((x[:, 0] == BOS).all()):
             raise ExerciseFailed(f"the decoder input does not start with <bos> (id {BOS}): every row begins with the start token")
-    if out.shape[1] == 1 and expected.shape[1] > 1 and torch.equal(out[:, 0], expected[:, 0]):
+    if expected.shape[1] > 1 and (_one_step_each(recorder) or (out.shape[1] == 1 and torch.equal(out[:, 0], expected[:, 0]))):
         raise ExerciseFailed(
             "only the first word came back: the loop ended after its first step. Is the `return` indented inside the "
             "`for` loop? Return after the loop has run (dedent it), once every row has <eos> or max_len steps are done"
@@ -482,6 +524,14 @@ def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
             if not _rows_differing(out, wrong):
                 also = "" if special or "<pad> or <bos>" in message else "; and set the logits of <pad> and <bos> to -inf"
                 raise ExerciseFailed(message + also)
+    live = own != PAD  # (batch, L): the words of each row up to its first <eos>
+    for token, name in ((BOS, "<bos>"), (PAD, "<pad>")):
+        chosen = own == token if token != PAD else (out == PAD) & ~((out == EOS).cumsum(1) > 0)
+        if bool((chosen & (live if token != PAD else torch.ones_like(live))).any()):
+            raise ExerciseFailed(
+                f"the loop chose {name} as a word: it is never part of a translation, so set the logits of both <pad> and "
+                "<bos> to -inf before the argmax (logits[:, [PAD, BOS]] = float('-inf'))"
+            )
     rows = _rows_differing(out, expected)
     raise ExerciseFailed(
         f"rows {rows} differ from greedy decoding: at each step take the most likely word, logits[:, -1].argmax(-1) "
@@ -617,6 +667,53 @@ def _padding_got_weight(weights: Tensor, want: Tensor, mask: Tensor, mistakes: d
         )
 
 
+def _not_a_softmax(weights: Tensor, scores: Tensor, mask: Tensor, mistakes: dict, atol: float, rtol: float) -> None:
+    """Name weights that are not a softmax of the scores over the real positions (raw scores, exp alone, a plain ratio).
+
+    Read on the real positions only, so that any way of treating the padding gives the same diagnosis; weights that a
+    named mistake explains are left to ``expect_close``.
+    """
+    w = weights.detach().double()
+    if w.shape != scores.shape or any(
+        v.shape == w.shape and torch.allclose(w, v.double(), atol=atol, rtol=rtol, equal_nan=True) for v in mistakes.values()
+    ):
+        return
+    real_w, real_s = w[mask], scores[mask]
+    if not bool(torch.isfinite(real_w).all()):
+        return
+
+    def same(candidate: Tensor) -> bool:
+        return torch.allclose(real_w, candidate, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
+
+    exps = scores.masked_fill(~mask, float("-inf")).exp()  # (batch, m)
+    ratio = scores.masked_fill(~mask, 0.0)
+    ratio = ratio / ratio.sum(-1, keepdim=True)
+    softmax_hint = (
+        "the weights must be a softmax of the scores over each sentence's source words: positive and summing to 1, "
+        "torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1)"
+    )
+    if same(real_s):
+        raise ExerciseFailed(f"the weights are the raw scores v^T tanh(W1 h_i + W2 s): the softmax is missing; {softmax_hint}")
+    if same(exps[mask]):
+        raise ExerciseFailed(f"the weights are exp(scores), not divided by their sum over the source words: {softmax_hint}")
+    if same(ratio[mask]):
+        raise ExerciseFailed(
+            "the weights are the scores divided by their sum: scores can be negative, so these are no probabilities; "
+            f"exponentiate first, {softmax_hint}"
+        )
+    if same(torch.sigmoid(real_s)) or same(torch.tanh(real_s)):
+        raise ExerciseFailed(
+            "each score was squashed on its own (a sigmoid or a tanh): weights that do not compete need not sum to 1; "
+            + softmax_hint
+        )
+    flat = torch.softmax(scores.masked_fill(~mask, float("-inf")).flatten(), 0).reshape(scores.shape)
+    if same(flat[mask]):
+        raise ExerciseFailed(
+            "the softmax ran over the whole batch at once (flattened): each sentence's weights must sum to 1 on their own, "
+            "dim=-1 of the (batch, m) scores"
+        )
+
+
 _DTYPE_CLASH = re.compile(r"same dtype|scalar type|Double and Float|Float and Double|dtype (Float|Double)", re.IGNORECASE)
 
 
@@ -652,6 +749,10 @@ def check_additive_attention(attention_fn) -> None:
         }
     atol, rtol = max(1e-9, dtype_tolerance(weights.dtype)[0]), max(1e-7, dtype_tolerance(weights.dtype)[1])
     _padding_got_weight(weights, want_weights, mask, mistakes, atol, rtol)
+    with torch.no_grad():
+        att64 = att.double()
+        right_scores = att64.v(torch.tanh(att64.W1(h.double()) + att64.W2(s.double()).unsqueeze(1))).squeeze(-1)
+    _not_a_softmax(weights, right_scores, mask, mistakes, atol, rtol)
     expect_close(
         weights,
         want_weights,
@@ -683,3 +784,133 @@ def check_additive_attention(attention_fn) -> None:
             "the context is the plain mean of the encoder states: weight them by the attention weights": h.double().mean(1)
         },
     )
+
+
+# ---------------------------------------------------------------- alignment accuracy
+
+
+def _alignment_inputs(batch: int, n: int, m: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Attention maps ``(batch, n, m)`` and true alignments ``(batch, n)`` on which the usual slips give other values.
+
+    About half of the words are aligned where their map peaks; source position 0 is the truth of several words (and
+    the peak of some); each row ends with positions without a word (``-1``: ``<eos>`` and padding), one row has an
+    ``und`` (``-1``) inside, and the rows have different numbers of words.
+    """
+    g = torch.Generator().manual_seed(7 + n + m)
+    weights = torch.softmax(3 * torch.randn(batch, n, m, generator=g, dtype=torch.float64), dim=-1)
+    peak = weights.argmax(-1)  # (batch, n)
+    other = (peak + 1 + torch.randint(0, m - 1, (batch, n), generator=g)) % m  # never the peak
+    align = torch.where(torch.rand(batch, n, generator=g) < 0.55, peak, other)
+    align[:, 0] = 0  # the first target word reads the first source word, as numbers do
+    words = [n - 1 - (row % 3) for row in range(batch)]  # then <eos> and padding: -1
+    for row, length in enumerate(words):
+        align[row, length:] = -1
+    align[0, 2] = -1  # an "und" inside a sentence
+    return weights.to(dtype), align
+
+
+def _alignment_mistakes(weights: Tensor, align: Tensor) -> dict[str, float]:
+    peak, has_word = weights.argmax(-1), align >= 0  # (batch, n), (batch, n)
+    hits = (peak == align) & has_word
+    share = float(hits.sum() / has_word.sum())
+    per_sentence = (hits.sum(1).double() / has_word.sum(1).clamp(min=1).double()).mean()
+    mistakes = {
+        "the positions without a source word (align = -1: und, <eos>, padding) are counted as misses: count only the "
+        "positions with align >= 0, in the denominator too": float(hits.double().mean()),
+        "the positions without a source word (align = -1) are counted as hits: they have no true word to hit; keep only "
+        "align >= 0": float((hits | ~has_word).double().mean()),
+        "source position 0 is left out (align > 0): it is a real word, the first English word; the positions without one "
+        "are the -1s, align >= 0": float(((peak == align) & (align > 0)).sum() / (align > 0).sum()),
+        "each sentence's share was averaged: the accuracy counts every word of the batch once, so long sentences weigh "
+        "more; take the hits over all the words at once": float(per_sentence),
+        "this is a percentage; return the share between 0 and 1 (the notebook multiplies by 100 to print it)": 100 * share,
+        "this is the number of hits: divide by the number of words with a source word (align >= 0)": float(hits.sum()),
+        "the least-attended source position was taken (argmin): the model reads the source word it attends to most, argmax": float(
+            ((weights.argmin(-1) == align) & has_word).sum() / has_word.sum()
+        ),
+    }
+    if weights.shape[-2] == weights.shape[-1]:  # square maps: an argmax over the target positions gives a value
+        mistakes[
+            "the argmax ran over the target positions (dim=-2 or dim=1): it must pick a source position for each target "
+            "word, over the last axis, weights.argmax(-1)"
+        ] = float(((weights.argmax(-2) == align) & has_word).sum() / has_word.sum())
+    return mistakes
+
+
+def _alignment_hint(err: Exception) -> str:
+    message = str(err)
+    if "must match the size of tensor" in message or "The size of tensor a" in message:
+        return (
+            "the most-attended source position of each target word is an argmax over the last axis, weights.argmax(-1), "
+            "(batch, n) like align; an argmax over another axis does not line up with it"
+        )
+    if "'bool' object is not subscriptable" in message or "'bool' object has no attribute" in message:
+        return (
+            "a comparison gave one plain bool instead of a tensor of them: weights.max(-1) returns a pair (values, "
+            "indices), which == compares as a whole; the most-attended position is weights.argmax(-1)"
+        )
+    if _is_tuple_mistake(message):
+        return (
+            "weights.max(-1) returns a pair (values, indices); the most-attended position is its indices, or weights.argmax(-1)"
+        )
+    return ""
+
+
+def _as_share(got: object, batch: int, n: int) -> float:
+    """The learner's answer as a float: a number or a one-element tensor; other shapes are named."""
+    if isinstance(got, bool):
+        raise ExerciseFailed("the answer is a bool: return the share of hits, a number between 0 and 1")
+    if isinstance(got, (int, float)):
+        return float(got)
+    if isinstance(got, Tensor):
+        if got.numel() == 1:
+            if got.dtype == torch.bool:
+                raise ExerciseFailed("the answer is a bool tensor: return the share of hits, a number between 0 and 1")
+            return float(got)
+        shape = tuple(got.shape)
+        if shape == (batch,):
+            raise ExerciseFailed(
+                f"the answer has shape {shape}, one share per sentence: the accuracy is one number over every word of the "
+                "batch, each counted once"
+            )
+        if shape == (batch, n):
+            raise ExerciseFailed(
+                f"the answer has shape {shape}, one entry per target position: take the share of hits over the positions "
+                "with a source word (align >= 0), one number"
+            )
+        raise ExerciseFailed(f"the answer has shape {shape}; return one number, the share of hits (a 0-dim tensor or a float)")
+    raise ExerciseFailed(
+        f"the answer is a {type(got).__name__}; return one number, the share of hits (a 0-dim tensor or a float)"
+    )
+
+
+@exercise("alignment accuracy")
+def check_alignment_accuracy(accuracy_fn) -> None:
+    """Check ``alignment_accuracy(weights (batch, n, m), align (batch, n)) -> share`` (a number or a 0-dim tensor).
+
+    The share of the target words with a source word (``align >= 0``) whose most-attended source position is the
+    true one, over the whole batch. Float64 and float32 maps; the answer may be a float, an int-valued ratio or a
+    tensor of any floating dtype (a share of whole counts needs no more precision than float32 gives).
+    """
+    require_attempt(accuracy_fn, "alignment_accuracy")
+    for batch, n, m, dtype in ((4, 7, 6, torch.float64), (3, 6, 6, torch.float32)):
+        weights, align = _alignment_inputs(batch, n, m, dtype)
+        what = f"weights of shape {(batch, n, m)} ({str(dtype).removeprefix('torch.')}) and align of shape {(batch, n)}"
+        got = call(_hinted(accuracy_fn, what, _alignment_hint), weights.clone(), align.clone(), what=what)
+        value = _as_share(got, batch, n)
+        want = float(alignment_accuracy(weights, align))
+        if math.isfinite(value) and abs(value - want) <= 1e-6:
+            continue
+        if not math.isfinite(value):
+            raise ExerciseFailed(
+                f"the answer is {value}: a division by zero words? Divide the hits by the number of words with a source "
+                "word (align >= 0), which is not zero here"
+            )
+        for message, wrong in _alignment_mistakes(weights, align).items():
+            if abs(value - wrong) <= 1e-6:
+                raise ExerciseFailed(message)
+        raise ExerciseFailed(
+            f"with {what} the alignment accuracy should be {want:.6f}; yours is {value:.6f}: for each target position with align >= 0, "
+            "is the source position of its largest weight (argmax over the last axis) its true one? Count those hits, and "
+            "divide by the number of such positions"
+        )

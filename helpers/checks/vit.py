@@ -1,4 +1,4 @@
-"""Checks of notebook 08: patchify, the patch embedding, the ViT forward pass.
+"""Checks of notebook 08: patchify, the patch embedding, the ViT forward pass, the position embeddings' similarity.
 
 Each compares the student's answer with PyTorch on fresh random inputs of
 small, distinct sizes (``F.unfold``, ``F.conv2d``, the model's own forward) and
@@ -24,7 +24,7 @@ from helpers.checks._core import (
     forbid_forward,
 )
 
-__all__ = ["check_patchify", "check_image_patch_embedding", "check_vit_forward"]
+__all__ = ["check_patchify", "check_image_patch_embedding", "check_vit_forward", "check_position_similarity"]
 
 
 # ---------------------------------------------------------------- patchify
@@ -501,3 +501,129 @@ def check_vit_forward(vit_forward: Callable) -> None:
             "mode (its default is training=True); the model's own modules follow model.eval(): use them",
         )
         expect_close(out, expected, "the logits", atol=1e-8, rtol=1e-6, mistakes=_vit_variants(model, images))
+
+
+# ---------------------------------------------------------------- what the position embeddings learned
+
+
+def _similarity_model(grid: int, d_model: int, dtype: torch.dtype):
+    """A small ViT whose position embeddings are random, off-centre (a mean per feature) and whose class row stands out."""
+    from helpers.models.vit import VisionTransformer
+
+    model = VisionTransformer(image_size=2 * grid, patch_size=2, d_model=d_model, depth=1, num_heads=1, d_ff=8).to(dtype)
+    with torch.no_grad():
+        model.pos_embed.normal_()
+        model.pos_embed.add_(torch.linspace(-1.0, 2.0, d_model, dtype=dtype))  # a mean per feature: correlation != cosine
+        model.pos_embed[0, 0].mul_(3.0).add_(1.5)  # the class token's row, unlike any patch's
+    return model
+
+
+def _similarity_mistakes(pos: Tensor, grid: int) -> dict[str, Tensor]:
+    """What the typical wrong answers return, from the position embeddings ``(1, N + 1, d)`` in float64."""
+    n = grid * grid
+    rows = pos[0, 1:]  # (N, d)
+    unit = F.normalize(rows, dim=-1)  # (N, d)
+    right = unit @ unit.T  # (N, N)
+
+    def grid_of(matrix: Tensor) -> Tensor:
+        return matrix.reshape(n, grid, grid)
+
+    last_dropped = F.normalize(pos[0, :-1], dim=-1)  # (N, d): rows 0..N-1, the class token's in, the last patch's out
+    centred = F.normalize(rows - rows.mean(-1, keepdim=True), dim=-1)  # Pearson correlation of the features
+    across = F.normalize(rows, dim=0)  # each feature scaled over the patches
+    return {
+        "the class token's row was compared instead of the last patch's: model.pos_embed[0, :-1] keeps row 0 (the class "
+        "token's) and drops patch N-1's; the patches' rows are model.pos_embed[0, 1:]": grid_of(last_dropped @ last_dropped.T),
+        "the dot products are not normalised: a cosine similarity divides by both vectors' lengths, so that every "
+        "patch has similarity 1 with itself; normalise each row first (F.normalize(pos, dim=-1))": grid_of(rows @ rows.T),
+        "only one side is normalised: divide by the lengths of both embeddings (normalise the rows, then pos @ pos.T)": (
+            grid_of(unit @ rows.T)
+        ),
+        "the normalisation runs over the wrong axis (over the patches, dim=0): normalise each embedding, a row, over its "
+        "features (dim=-1)": grid_of(across @ across.T),
+        "this is the correlation (the mean of each embedding subtracted first); the cosine similarity uses the "
+        "embeddings as they are": grid_of(centred @ centred.T),
+        "this is the cosine distance, 1 - cosine similarity: return the similarity itself (1 on the diagonal)": grid_of(
+            1 - right
+        ),
+        "the distances between embeddings came back (torch.cdist); the exercise asks for cosine similarities": grid_of(
+            torch.cdist(rows, rows)
+        ),
+        "a softmax was applied (as in attention); return the cosine similarities themselves, each between -1 and 1": (
+            grid_of(torch.softmax(right, dim=-1))
+        ),
+        "the scaled dot products of attention (divided by sqrt(d)) came back; the cosine similarity divides by both "
+        "embeddings' lengths instead": grid_of(rows @ rows.T / rows.shape[-1] ** 0.5),
+        "the grid is transposed: panel n's entry [i, j] must be the patch in grid row i, column j, which is "
+        "similarity[n, i * g + j]: reshape(N, g, g) without a transpose": grid_of(right).transpose(1, 2),
+    }
+
+
+def _similarity_shape_hint(got: tuple[int, ...], n: int, grid: int) -> str:
+    if got in ((n + 1, n + 1), (1, n + 1, n + 1)):
+        return (
+            "the class token's row is still in: row 0 of model.pos_embed[0] is the class token's, so compare the "
+            f"patches' rows, model.pos_embed[0, 1:] ({n} of them), and reshape to (N, g, g) = ({n}, {grid}, {grid})"
+        )
+    if got in ((n, n), (1, n, n)):
+        return (
+            f"the matrix of similarities is right-sized but not laid out on the grid: reshape it to (N, g, g) = "
+            f"({n}, {grid}, {grid}) with g = model.grid_size, so that panel n is a {grid} x {grid} picture"
+        )
+    if got in ((n,), (n + 1,), (1, n), (1, n + 1)):
+        return (
+            "there is one number per patch: each embedding was compared with itself only. Compare every pair: "
+            "F.normalize(pos, dim=-1) @ F.normalize(pos, dim=-1).T, or "
+            "F.cosine_similarity(pos[:, None], pos[None, :], dim=-1)"
+        )
+    return ""
+
+
+@exercise("position similarity")
+def check_position_similarity(position_similarity: Callable) -> None:
+    """Check ``position_similarity(model) -> (N, g, g)``: the cosine similarities of the patches' position embeddings.
+
+    Entry ``[n, i, j]`` compares patch ``n``'s row of ``model.pos_embed`` with that of the patch in grid row ``i``,
+    column ``j`` (patch ``i * g + j``); the class token's row 0 is left out. Runs on small ViTs whose position
+    embeddings are random and off-centre (3 x 3 patches in float64, 4 x 4 in float32, the notebook's case) and
+    compares with a float64 computation.
+    """
+    for grid, d_model, dtype in ((3, 5, torch.float64), (4, 6, torch.float32)):
+        model = _similarity_model(grid, d_model, dtype)
+        n = grid * grid
+        before = model.pos_embed.detach().clone()
+        label = f"a ViT with a {grid} x {grid} grid of patches, pos_embed {tuple(before.shape)} ({dtype})"
+        try:
+            out = call(position_similarity, model, what=label)
+        except ExerciseFailed as err:
+            message = str(err)
+            if f"input of size {(n + 1) ** 2}" in message:
+                raise ExerciseFailed(
+                    f"{message.split('. The sizes asked for')[0].rstrip('.')}; {(n + 1) ** 2} = (N + 1)^2 similarities: "
+                    "the class token's row is still in; compare the patches' rows only, model.pos_embed[0, 1:]"
+                ) from None
+            if "must match the size" in message or "cannot be multiplied" in message or "Expected size" in message:
+                raise ExerciseFailed(
+                    f"{message.rstrip('.')}; model.pos_embed is (1, N + 1, d): take model.pos_embed[0, 1:], an (N, d) "
+                    "matrix, so that pos @ pos.T is (N, N)"
+                ) from None
+            raise
+        if not torch.equal(model.pos_embed.detach(), before):
+            raise ExerciseFailed(
+                "your function changed model.pos_embed in place (a `/=` or a method ending in `_` on a view of it): "
+                "compute new tensors and leave the model's parameters as they were"
+            )
+        out = expect_tensor(out, f"the similarities for {label}")
+        expected = F.normalize(before.double()[0, 1:], dim=-1)  # (N, d)
+        expected = (expected @ expected.T).reshape(n, grid, grid)  # (N, g, g)
+        hint = _similarity_shape_hint(tuple(out.shape), n, grid)
+        if hint:
+            raise ExerciseFailed(f"the similarities for {label} have shape {tuple(out.shape)}: {hint}")
+        expect_close(
+            out,
+            expected,
+            f"the similarities for {label}",
+            atol=1e-9,
+            rtol=1e-7,
+            mistakes=_similarity_mistakes(before.double(), grid),
+        )

@@ -23,7 +23,7 @@ slot       width  holds
 **The blocks** are the course's ``helpers.blocks.EncoderBlock`` (pre-LN: ``x + attn(norm1(x))``, then
 ``x + ff(norm2(x))``) with one head, and with its two layer norms replaced by ``nn.Identity()`` (``hand_block``): a
 layer norm divides each vector by its own spread, which here depends on the position number, so exact constructions
-(RASP's compiler Tracr, the Transformer Cookbook) leave it out. In a pre-LN block that is all it takes: the norms only
+leave it out (Tracr, Lindner et al. 2023, the compiler from RASP to weights, builds its models without it). In a pre-LN block that is all it takes: the norms only
 touch the input of each sub-layer, never the residual stream itself.
 
 **The programs** (``build_reverse``, ``build_histogram``, ``build_sort``) take the functions that write each part of the

@@ -14,7 +14,7 @@ exactly the sum of the embeddings and of every head's output, which is what make
 
 - change each layer's per-head results ``z`` before ``W_O`` (``edit={layer: fn}``, ``fn(z) -> z``; ablations), and
 - remove chosen heads' outputs from the residual stream that feeds the queries, keys or values of a later layer only
-  (``paths``; path patching: K-composition);
+  (``paths``; path ablation: K-composition);
 
 ``run_with_patterns`` also returns every layer's attention pattern ``(b, heads, n, n)``.
 
@@ -44,16 +44,18 @@ __all__ = [
     "prev_token_score",
     "induction_score",
     "duplicate_token_score",
+    "ideal_patterns",
     "ablate_head",
     "repeated_half_loss",
     "per_position_loss",
     "head_ablation_losses",
-    "path_patching_losses",
+    "path_ablation_losses",
     "composition_scores",
     "composition_baseline",
     "head_weights",
     "qk_circuit",
     "induction_qk_circuit",
+    "positional_pattern",
     "ov_circuit",
     "copying_score",
     "direct_logit_attribution",
@@ -228,6 +230,23 @@ def ablate_head(z: Tensor, head: int, how: str = "zero") -> Tensor:
     return out
 
 
+def ideal_patterns(n: int, period: int) -> tuple[Tensor, Tensor]:
+    """The two attention patterns ``(n, n)`` of an induction circuit on a sequence of one BOS token and two copies of
+    ``period`` tokens (``n = 1 + 2 period``), drawn by hand: a previous-token head (query ``i`` on key ``i - 1``, BOS on
+    itself) and an induction head (each query of the second copy on the token after the earlier occurrence of its
+    own token; the first copy, with nothing to copy, on BOS)."""
+    if n != 1 + 2 * period:
+        raise ValueError(f"a sequence of one BOS token and two copies of {period} tokens has {1 + 2 * period} positions, not {n}")
+    previous = torch.zeros(n, n)
+    previous[0, 0] = 1.0
+    previous[torch.arange(1, n), torch.arange(n - 1)] = 1.0
+    induction = torch.zeros(n, n)
+    induction[: n - period, 0] = 1.0
+    second = torch.arange(n - period, n)
+    induction[second, second - period + 1] = 1.0
+    return previous, induction
+
+
 # ---------------------------------------------------------------- losses
 
 
@@ -258,11 +277,13 @@ def head_ablation_losses(model: AttentionOnlyLM, ids: Tensor, period: int, how: 
 
 
 @torch.no_grad()
-def path_patching_losses(
+def path_ablation_losses(
     model: AttentionOnlyLM, ids: Tensor, period: int, head: Head, layer: int = 1, how: str = "mean"
 ) -> dict[str, float]:
-    """The repeated-half loss when ``head``'s output is removed from the input of ``layer``'s queries, keys or values
-    only (``"q"``, ``"k"``, ``"v"``), from all three (``"qkv"``), and with nothing removed (``"none"``)."""
+    """Path ablation: the repeated-half loss when ``head``'s output is removed (``how="mean"``: replaced by its mean
+    over the batch; ``"zero"``) from the input of ``layer``'s queries, keys or values only (``"q"``, ``"k"``, ``"v"``),
+    from all three (``"qkv"``), and with nothing removed (``"none"``). Path *patching* (Wang et al., 2022) would instead
+    take that head's output from a run on corrupted inputs."""
     model.eval()
     result = {"none": repeated_half_loss(model(ids), ids, period).item()}
     for parts in ("q", "k", "v", "qkv"):
@@ -336,6 +357,21 @@ def induction_qk_circuit(model: AttentionOnlyLM, prev_head: int, head: int = 0, 
 
 
 @torch.no_grad()
+def positional_pattern(model: AttentionOnlyLM, head: int, layer: int = 0) -> Tensor:
+    """Where a head would attend from its position embeddings alone, tokens left out: ``(max_len, max_len)`` float64 on
+    the CPU, row ``i`` the softmax over keys ``0 .. i`` of ``(W_Q p_i) . (W_K p_j) / sqrt(d_k)`` (the positional part of
+    the head's QK circuit; for a layer-0 head it is the whole of its scores when the token embeddings are left out).
+    A previous-token head that finds the previous position by position puts row ``i``'s weight on key ``i - 1``."""
+    if not 0 <= layer < model.num_layers or not 0 <= head < model.heads[layer]:
+        raise ValueError(f"no head {head} in layer {layer}: the model has {model.heads} heads per layer")
+    w = {k: v.double().cpu() for k, v in head_weights(model, layer, head).items()}
+    pos = model.pos.detach().double().cpu()  # (max_len, d)
+    scores = (pos @ w["w_q"].T) @ (pos @ w["w_k"].T).T / math.sqrt(w["w_q"].shape[0])  # (max_len, max_len)
+    n = pos.shape[0]
+    return scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf")).softmax(-1)
+
+
+@torch.no_grad()
 def ov_circuit(model: AttentionOnlyLM, layer: int = 1, head: int = 0) -> Tensor:
     """The full OV circuit of one head: ``(V, V)`` float64 on the CPU, ``[out, src] = U W_O W_V e_src``.
 
@@ -357,7 +393,7 @@ def copying_score(circuit: Tensor, tokens: int | None = None) -> float:
 
 @torch.no_grad()
 def direct_logit_attribution(model: AttentionOnlyLM, ids: Tensor, period: int) -> dict[str, float]:
-    """How much each part of the residual stream adds to the right next token's logit on the repeated half, nats.
+    """How much each part of the residual stream adds to the right next token's logit on the repeated half, in logit units.
 
     The final stream is the sum of the embeddings (token and position) and of every head's output (``AttentionOnlyLM``
     has nothing else), so each right logit ``x_final . U[target]`` splits exactly into one term per part. Each term
@@ -410,12 +446,18 @@ def composition_baseline(d_model: int, rank_first: int, rank_second: int, sample
 
 @dataclass
 class InductionHistory:
-    """The repeated-half validation loss (nats) at ``steps``, the training seconds (wall) and CPU seconds."""
+    """The repeated-half validation loss (nats) at ``steps``, the training seconds (wall) and CPU seconds.
+
+    With ``train_induction(..., track_heads=True)``, also every head's previous-token score (``prev_score``) and
+    induction score (``induction_score``) on the validation sequences at the same steps, keyed ``"L{layer}H{head}"``.
+    """
 
     steps: list[int] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    prev_score: dict[str, list[float]] = field(default_factory=dict)
+    induction_score: dict[str, list[float]] = field(default_factory=dict)
 
 
 def train_induction(
@@ -434,6 +476,7 @@ def train_induction(
     distinct: bool = False,
     seed: int = 0,
     val_seed: int | None = None,
+    track_heads: bool = False,
 ) -> InductionHistory:
     """AdamW on fresh repeated sequences (a period drawn per batch, ``helpers.data.induction.train_batch``).
 
@@ -441,6 +484,8 @@ def train_induction(
     of ``val_batch`` sequences of period ``val_period`` (seed ``VALIDATION_SEED`` unless ``val_seed``). Batches come
     from a generator seeded with ``seed``; the model's initial weights are the caller's. Constant learning rate after
     a linear warm-up of ``warmup`` steps. In a smoke run (``helpers.runtime.smoke``) only a few steps are taken.
+    ``track_heads``: measure the validation loss through ``run_with_patterns`` (the same function, head by head) and
+    record every head's previous-token and induction scores on the validation sequences as well.
     """
     steps = capped(steps, 5)
     vocab = model.vocab_size - 1  # the last id is BOS
@@ -454,7 +499,16 @@ def train_induction(
         model.eval()
         with torch.no_grad():
             history.steps.append(step)
-            history.val_loss.append(repeated_half_loss(model(val_ids), val_ids, val_period).item())
+            if not track_heads:
+                history.val_loss.append(repeated_half_loss(model(val_ids), val_ids, val_period).item())
+                return
+            logits, patterns = model.run_with_patterns(val_ids)  # (b, n, V); one (b, heads, n, n) per layer
+            history.val_loss.append(repeated_half_loss(logits, val_ids, val_period).item())
+            for layer, pattern in enumerate(patterns):
+                prev, ind = prev_token_score(pattern).tolist(), induction_score(pattern, val_period).tolist()
+                for h in range(pattern.shape[1]):
+                    history.prev_score.setdefault(f"L{layer}H{h}", []).append(prev[h])
+                    history.induction_score.setdefault(f"L{layer}H{h}", []).append(ind[h])
 
     begin, begin_cpu = time.perf_counter(), time.process_time()
     evaluate(0)

@@ -17,7 +17,13 @@ The 2025 model runs its small functions through a ``Parts`` object (``rms_norm``
 default the references of this module; notebook 11 hands in the learner's own versions
 once their checks pass (``DecoderLM(..., parts=Parts(...))`` or ``model.set_parts``).
 
-Sampling: ``temperature_top_k`` and ``top_p_filter`` (the exercises' references),
+Between the two, ``DecoderLM(upgrades=...)`` builds the model with any of the four changes (``UPGRADES``: ``"rmsnorm"``,
+``"rope"``, ``"swiglu"``, ``"gqa"``; ``StagedBlock``), and ``UPGRADE_RUNS`` holds the validation losses that
+``benchmarks/search_lm.py`` measured for each stage of notebook 11's staircase.
+
+The exercises' loss and generation loop: ``next_token_loss(logits, ids)`` (the shift done inside) and ``sample(model,
+ids, steps, window, logits_filter, generator)`` (a sliding window, no cache); ``train_lm(loss_fn=...)`` trains with a
+learner's loss. Sampling: ``temperature_top_k`` and ``top_p_filter`` (the exercises' references),
 ``filter_logits`` (all rules at once), ``sample_next`` and ``generate`` (optionally with
 the learner's own ``logits_filter``). Costs: ``decode_flops`` and ``cache_bytes`` (the cost
 model of one generated token against the context), ``count_decode_flops`` (the same counted
@@ -40,12 +46,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention import causal_mask, merge_heads, split_heads
-from helpers.blocks import EncoderBlock, sinusoidal_positional_encoding
+from helpers.blocks import EncoderBlock, FeedForward, sinusoidal_positional_encoding
 from helpers.runtime.smoke import capped
 from helpers.training import warmup_cosine
 
 __all__ = [
     "STYLES",
+    "UPGRADES",
+    "UPGRADE_RUNS",
     "rms_norm",
     "RMSNorm",
     "rope_angles",
@@ -60,6 +68,7 @@ __all__ = [
     "SwiGLU",
     "GQAttention",
     "ModernBlock",
+    "StagedBlock",
     "DecoderLM",
     "temperature_top_k",
     "top_p_filter",
@@ -69,8 +78,11 @@ __all__ = [
     "LMHistory",
     "lm_batches",
     "lm_loss",
+    "next_token_loss",
+    "sample",
     "train_lm",
     "evaluate_lm",
+    "validation_windows",
     "loss_by_position",
     "ngram_loss",
     "decode_flops",
@@ -83,6 +95,36 @@ __all__ = [
 
 #: The two block styles of ``DecoderLM``.
 STYLES = ("2017", "2025")
+#: The four changes from the 2017 block to the 2025 block, in the order notebook 11 makes them (``DecoderLM(upgrades=)``).
+UPGRADES = ("rmsnorm", "rope", "swiglu", "gqa")
+
+#: Notebook 11's stages, each one change further (``benchmarks/search_lm.py``): the validation loss (nats per
+#: character, on the 64 fixed validation windows ``train_lm`` measures) after the notebook's recipe, one value per run
+#: (seeds 0-9, PyTorch's native kernels then its AVX2 kernels, on an AMD EPYC; ``benchmarks/results/11_language_model.md``).
+# fmt: off
+UPGRADE_RUNS: dict[str, tuple[float, ...]] = {
+    "2017": (
+        1.983, 2.014, 2.055, 1.990, 1.980, 1.912, 1.969, 2.055, 1.980, 1.962,  # native
+        1.974, 2.011, 2.064, 1.983, 1.978, 1.911, 1.968, 2.025, 1.996, 1.956,  # avx2
+    ),
+    "+ RMSNorm": (
+        1.998, 2.066, 2.019, 2.029, 2.029, 2.007, 2.048, 2.067, 1.994, 2.071,  # native
+        2.002, 2.073, 2.012, 2.020, 2.026, 2.004, 2.053, 2.059, 1.994, 2.063,  # avx2
+    ),
+    "+ RoPE": (
+        1.902, 1.855, 1.880, 1.940, 1.888, 1.884, 1.863, 1.911, 1.883, 1.830,  # native
+        1.881, 1.846, 1.883, 1.937, 1.893, 1.886, 1.866, 1.905, 1.894, 1.843,  # avx2
+    ),
+    "+ SwiGLU": (
+        1.788, 1.809, 1.786, 1.821, 1.813, 1.797, 1.863, 1.844, 1.786, 1.820,  # native
+        1.788, 1.809, 1.790, 1.821, 1.816, 1.797, 1.862, 1.844, 1.786, 1.819,  # avx2
+    ),
+    "2025": (
+        1.856, 1.815, 1.834, 1.834, 1.812, 1.885, 1.873, 1.892, 1.869, 1.838,  # native
+        1.856, 1.815, 1.834, 1.834, 1.812, 1.886, 1.873, 1.892, 1.869, 1.838,  # avx2
+    ),
+}
+# fmt: on
 
 
 # ---------------------------------------------------------------- components (the exercises' references)
@@ -150,7 +192,7 @@ def cached_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     if n == 1:  # one new query sees every cached key
         return F.scaled_dot_product_attention(q, k, v)
-    mask = causal_mask(m, device=q.device)[m - n :]  # (n, m): bottom-right aligned
+    mask = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(diagonal=m - n)  # (n, m): bottom-right aligned
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
@@ -158,7 +200,7 @@ def cached_attention_math(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """``cached_attention`` written out: scores, the bottom-right causal mask, softmax, weighted sum (for counting FLOPs)."""
     n, m = q.shape[-2], k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n, m)
-    visible = causal_mask(m, device=q.device)[m - n :]  # (n, m)
+    visible = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(diagonal=m - n)  # (n, m), never an (m, m) one
     return scores.masked_fill(~visible, float("-inf")).softmax(-1) @ v  # (..., n, d)
 
 
@@ -224,7 +266,8 @@ def _cache_length(cache: tuple[Tensor, Tensor] | None) -> int:
 
 
 class GQAttention(nn.Module):
-    """Causal grouped-query attention with RoPE and an optional KV cache; no biases.
+    """Causal grouped-query attention with RoPE and an optional KV cache; no biases (``bias=True`` adds them, and
+    ``rope=False`` leaves the queries and keys unrotated: the steps between the 2017 and the 2025 block).
 
     ``forward(x, start=None, cache=None)``: x ``(b, n, d_model)`` holds positions ``start .. start + n - 1``;
     ``cache`` is ``None`` or a pair ``(k, v)`` of ``(b, kv_heads, start, head_dim)`` (rotated keys), so ``start``
@@ -233,7 +276,16 @@ class GQAttention(nn.Module):
     grown by n positions.
     """
 
-    def __init__(self, d_model: int, num_heads: int, kv_heads: int, base: float = 10000.0, parts: Parts | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        kv_heads: int,
+        base: float = 10000.0,
+        parts: Parts | None = None,
+        bias: bool = False,
+        rope: bool = True,
+    ) -> None:
         super().__init__()
         if d_model % num_heads or num_heads % kv_heads:
             raise ValueError(
@@ -241,10 +293,11 @@ class GQAttention(nn.Module):
                 f"kv_heads ({kv_heads})"
             )
         self.num_heads, self.kv_heads, self.head_dim, self.base = num_heads, kv_heads, d_model // num_heads, base
-        self.w_q = nn.Linear(d_model, d_model, bias=False)
-        self.w_k = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
-        self.w_v = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
-        self.w_o = nn.Linear(d_model, d_model, bias=False)
+        self.rope = rope
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, kv_heads * self.head_dim, bias=bias)
+        self.w_v = nn.Linear(d_model, kv_heads * self.head_dim, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.parts = parts or Parts()
 
     def forward(
@@ -262,8 +315,9 @@ class GQAttention(nn.Module):
         q = split_heads(self.w_q(x), self.num_heads)  # (b, h, n, d)
         k = split_heads(self.w_k(x), self.kv_heads)  # (b, g, n, d)
         v = split_heads(self.w_v(x), self.kv_heads)  # (b, g, n, d)
-        angles = rope_angles(n, self.head_dim, self.base, start).to(x.device)  # (n, d/2)
-        q, k = parts.apply_rope(q, angles), parts.apply_rope(k, angles)
+        if self.rope:
+            angles = rope_angles(n, self.head_dim, self.base, start).to(x.device)  # (n, d/2)
+            q, k = parts.apply_rope(q, angles), parts.apply_rope(k, angles)
         if cache is not None:
             k, v = parts.cache_update(cache[0], cache[1], k, v)  # (b, g, start + n, d)
         groups = self.num_heads // self.kv_heads
@@ -290,6 +344,40 @@ class ModernBlock(nn.Module):
         return x + self.ff(self.norm2(x)), cache
 
 
+class StagedBlock(nn.Module):
+    """A block between the 2017 and the 2025 one: ``upgrades`` (a subset of ``UPGRADES``) says which changes it has.
+
+    ``"rmsnorm"``: RMSNorm before each sub-layer (pre-norm) instead of LayerNorm after each residual addition
+    (post-LN); ``"rope"``: queries and keys rotated (the model then adds no sinusoidal encoding); ``"swiglu"``: a
+    SwiGLU feed-forward of width ``d_ff`` instead of a ReLU one with biases; ``"gqa"``: ``kv_heads`` key/value heads
+    and no biases in attention (otherwise ``num_heads`` of each, with biases). Same call as ``ModernBlock``.
+    """
+
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, upgrades: Sequence[str], kv_heads: int = 2, parts: Parts | None = None
+    ) -> None:
+        super().__init__()
+        self.pre_norm = "rmsnorm" in upgrades
+        gqa = "gqa" in upgrades
+        self.norm1: nn.Module = RMSNorm(d_model, parts=parts) if self.pre_norm else nn.LayerNorm(d_model)
+        self.norm2: nn.Module = RMSNorm(d_model, parts=parts) if self.pre_norm else nn.LayerNorm(d_model)
+        self.attn = GQAttention(
+            d_model, num_heads, kv_heads if gqa else num_heads, parts=parts, bias=not gqa, rope="rope" in upgrades
+        )
+        self.ff: nn.Module = SwiGLU(d_model, d_ff, parts=parts) if "swiglu" in upgrades else FeedForward(d_model, d_ff)
+
+    def forward(
+        self, x: Tensor, start: int | None = None, cache: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        if self.pre_norm:
+            attn, cache = self.attn(self.norm1(x), start, cache)
+            x = x + attn
+            return x + self.ff(self.norm2(x)), cache
+        attn, cache = self.attn(x, start, cache)
+        x = self.norm1(x + attn)
+        return self.norm2(x + self.ff(x)), cache
+
+
 # ---------------------------------------------------------------- the model
 
 
@@ -301,6 +389,19 @@ class DecoderLM(nn.Module):
     ``style="2025"``: RoPE, ``ModernBlock`` (RMSNorm, GQA with ``kv_heads``, SwiGLU of width ``d_ff``), final
     RMSNorm, no biases, its functions taken from ``parts``. The head is tied to the token embedding.
     ``max_len`` is the context the model is meant to be trained on (neither style has a position table).
+
+    ``upgrades`` (a subset of ``UPGRADES``: ``"rmsnorm"``, ``"rope"``, ``"swiglu"``, ``"gqa"``), when given, builds the
+    model between the two that has those changes (``StagedBlock``; ``style`` is then ignored): none of them is the
+    2017 model, all four the 2025 one. Without ``"rope"`` the embedding is scaled and the sinusoidal encoding added
+    as in 2017; with it, neither. ``self.upgrades`` says which a model has; ``self.style`` is ``"2017"``, ``"2025"``
+    or, in between, ``"2017 + rmsnorm + rope"`` and so on.
+
+    ``init`` sets the token embedding's initialisation and input scale on their own: ``"2017"`` (std
+    ``d_model ** -0.5``, the embedded input multiplied by ``sqrt(d_model)``: unit scale, comparable to the
+    sinusoidal encoding added to it) or ``"2025"`` (std 0.02, unscaled, as GPT-2 and LLaMA). The head being tied
+    (``logits = h @ embed.weight.T``), it also sets the scale of the first logits. ``None`` (the default) takes the
+    model's own: ``"2017"`` while it adds the sinusoidal encoding (no ``"rope"``), ``"2025"`` once it has RoPE.
+    ``self.init`` says which a model has, ``self.embed_scale`` its input scale.
     """
 
     def __init__(
@@ -314,29 +415,52 @@ class DecoderLM(nn.Module):
         style: str = "2025",
         kv_heads: int = 2,
         parts: Parts | None = None,
+        upgrades: Sequence[str] | None = None,
+        init: str | None = None,
     ) -> None:
         super().__init__()
-        if style not in STYLES:
+        if init not in (None, *STYLES):
+            raise ValueError(f"init must be None, '2017' or '2025', got {init!r}")
+        if upgrades is not None:
+            unknown = [u for u in upgrades if u not in UPGRADES]
+            if unknown or isinstance(upgrades, str):
+                raise ValueError(f"upgrades must be a list of names from {UPGRADES}, got {upgrades!r}")
+            upgrades = tuple(u for u in UPGRADES if u in upgrades)  # in the course's order
+            style = "2017" if not upgrades else "2025" if upgrades == UPGRADES else " + ".join(("2017", *upgrades))
+        elif style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+        else:
+            upgrades = () if style == "2017" else UPGRADES
         if style == "2017" and parts is not None:
             raise ValueError("`parts` are the functions of the 2025 block; the 2017 model is built from helpers.blocks")
-        self.style, self.max_len, self.d_model = style, max_len, d_model
+        self.style, self.max_len, self.d_model, self.upgrades = style, max_len, d_model, upgrades
+        self.init = init if init is not None else "2025" if "rope" in upgrades else "2017"
+        self.embed_scale = math.sqrt(d_model) if self.init == "2017" else 1.0
+        embed_std = d_model**-0.5 if self.init == "2017" else 0.02
         self.embed = nn.Embedding(vocab_size, d_model)
-        if style == "2017":
-            nn.init.normal_(self.embed.weight, std=d_model**-0.5)  # times sqrt(d_model) in forward: unit scale
+        if style not in STYLES:  # between 2017 and 2025
+            self.parts = parts or Parts()
+            nn.init.normal_(self.embed.weight, std=embed_std)
+            self.blocks = nn.ModuleList(
+                StagedBlock(d_model, num_heads, d_ff, upgrades, kv_heads, self.parts) for _ in range(num_layers)
+            )
+            self.norm = RMSNorm(d_model, parts=self.parts) if "rmsnorm" in upgrades else nn.Identity()
+        elif style == "2017":
+            nn.init.normal_(self.embed.weight, std=embed_std)  # "2017": times sqrt(d_model) in forward, unit scale
             self.blocks = nn.ModuleList(
                 EncoderBlock(d_model, num_heads, d_ff, norm_first=False, activation="relu") for _ in range(num_layers)
             )
             self.norm: nn.Module = nn.Identity()  # post-LN: every block already ends with a LayerNorm
         else:
-            nn.init.normal_(self.embed.weight, std=0.02)
+            nn.init.normal_(self.embed.weight, std=embed_std)
             self.parts = parts or Parts()
             self.blocks = nn.ModuleList(ModernBlock(d_model, num_heads, kv_heads, d_ff, self.parts) for _ in range(num_layers))
             self.norm = RMSNorm(d_model, parts=self.parts)
 
     def set_parts(self, parts: Parts) -> DecoderLM:
-        """Run the 2025 model with other functions from now on (the weights are untouched); returns the model."""
-        if self.style != "2025":
+        """Run the 2025 model (or one between 2017 and 2025) with other functions from now on (the weights are
+        untouched); returns the model."""
+        if self.style == "2017":
             raise ValueError("only the 2025 model runs on `parts`")
         self.parts = parts
         for module in self.modules():
@@ -361,11 +485,17 @@ class DecoderLM(nn.Module):
                 raise ValueError("the 2017 model has no KV cache: call it without `caches`")
             first = start or 0
             pe = sinusoidal_positional_encoding(first + n, self.d_model)[first:]  # (n, d_model)
-            x = x * math.sqrt(self.d_model) + pe.to(device=x.device, dtype=x.dtype)
+            x = x * self.embed_scale + pe.to(device=x.device, dtype=x.dtype)
             mask = causal_mask(n, device=ids.device)  # (n, n)
             for block in self.blocks:
                 x = block(x, mask)
             return self.head(self.norm(x))
+        if "rope" not in self.upgrades:  # a model between 2017 and 2025 that still adds the sinusoidal encoding
+            first = _cache_length(caches[0]) if caches else (start or 0)
+            pe = sinusoidal_positional_encoding(first + n, self.d_model)[first:]  # (n, d_model)
+            x = x * self.embed_scale + pe.to(device=x.device, dtype=x.dtype)
+        elif self.embed_scale != 1.0:  # RoPE with the 2017 initialisation: the input keeps its sqrt(d_model) scale
+            x = x * self.embed_scale
         if caches is not None:
             if len(caches) != len(self.blocks):
                 raise ValueError(f"caches must hold one entry per block ({len(self.blocks)}), got {len(caches)}")
@@ -475,7 +605,7 @@ def generate(
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
     model.eval()
-    ids = prompt
+    ids = prompt.to(_device_of(model))
     if use_cache and model.style == "2025":
         caches: list = [None] * len(model.blocks)
         logits = model(ids, 0, caches)[:, -1]  # (b, vocab)
@@ -496,12 +626,15 @@ def generate(
 
 @dataclass
 class LMHistory:
-    """Training steps at which the validation loss was measured, the losses (nats per token), the seconds."""
+    """Training steps at which the validation loss was measured, the losses (nats per token), the seconds (wall
+    clock) and the CPU seconds of this process (``time.process_time``, which other work on a shared machine
+    disturbs far less)."""
 
     steps: list[int] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     train_loss: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def bits_per_char(self) -> float:
@@ -525,6 +658,45 @@ def lm_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
+def next_token_loss(logits: Tensor, ids: Tensor) -> Tensor:
+    """The next-token loss of a window (notebook 11's exercise): position t's logits predict token t + 1.
+
+    logits ``(b, n, V)``, the model's output on ids ``(b, n)`` -> the mean cross-entropy (nats) over the ``b (n - 1)``
+    predictions that have a target (the last position has none).
+    """
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+
+
+@torch.no_grad()
+def sample(
+    model: nn.Module,
+    ids: Tensor,
+    steps: int,
+    window: int = 64,
+    logits_filter: Callable[[Tensor], Tensor] | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """The generation loop (notebook 11's exercise): ``steps`` times, run the model on the last ``window`` tokens,
+    filter its last position's logits, sample a token from their softmax and append it. ids ``(b, n)`` ->
+    ``(b, n + steps)``, on the model's device (ids are moved there). The same tokens as ``generate(model, ids, steps,
+    use_cache=False, window=window, logits_filter=logits_filter, generator=generator)``."""
+    ids = ids.to(_device_of(model))
+    for _ in range(steps):
+        logits = model(ids[:, -window:])[:, -1]  # (b, V): after the last token
+        if logits_filter is not None:
+            logits = logits_filter(logits)
+        probs = logits.float().softmax(-1)  # (b, V)
+        nxt = torch.multinomial(probs, 1, generator=generator)  # (b, 1)
+        ids = torch.cat([ids, nxt], dim=1)  # (b, n + 1)
+    return ids
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    """The device of the model's parameters (the CPU for a model without any)."""
+    parameter = next(model.parameters(), None)
+    return torch.device("cpu") if parameter is None else parameter.device
+
+
 @torch.no_grad()
 def _val_loss(model: nn.Module, val_windows: tuple[Tensor, Tensor]) -> float:
     model.eval()
@@ -543,26 +715,46 @@ def train_lm(
     val_windows: int = 64,
     seed: int = 0,
     callback=None,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+    warmup: int | None = None,
+    eval_at_start: bool = False,
 ) -> LMHistory:
     """AdamW with warm-up then cosine decay (``helpers.training.warmup_cosine``) on random windows of ``train_ids``.
 
     Every ``eval_every`` steps (and at the end) the validation loss is measured on ``val_windows`` fixed,
     evenly spaced windows of ``val_ids`` (the same for every model) and ``callback(step, model)`` is called.
+    ``loss_fn(logits, ids)`` (``next_token_loss``'s signature: a learner's own), when given, computes the training
+    loss: the model runs on the window of ``context + 1`` tokens and ``loss_fn`` shifts the targets itself (the
+    logits of the first ``context`` positions are the same, the model being causal). The validation loss is always
+    the course's. ``warmup``: the steps of the linear warm-up (``steps // 20`` by default). ``eval_at_start``: also
+    measure the validation loss before the first step (recorded as step 0, with a training loss of NaN; the training
+    itself is unchanged). The batches go to the model's device (the windows are drawn on the CPU, so a seed gives
+    the same windows everywhere).
     """
     steps = capped(steps, 5)  # every step (five in a smoke test: helpers.runtime.smoke)
     generator = torch.Generator().manual_seed(seed)
-    starts = torch.linspace(0, len(val_ids) - context - 1, val_windows).long()  # (val_windows,)
-    windows = val_ids[starts[:, None] + torch.arange(context + 1)]  # (val_windows, context + 1)
-    val = (windows[:, :-1], windows[:, 1:])
+    windows = validation_windows(val_ids, context, val_windows)  # (val_windows, context + 1)
+    device = _device_of(model)
+    val = (windows[:, :-1].to(device), windows[:, 1:].to(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.99))
-    scheduler = warmup_cosine(optimizer, max(1, steps // 20), steps)
+    warm = max(1, steps // 20) if warmup is None else max(1, min(warmup, steps))
+    scheduler = warmup_cosine(optimizer, warm, steps)
     history = LMHistory()
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
+    if eval_at_start:
+        history.steps.append(0)
+        history.train_loss.append(math.nan)
+        history.val_loss.append(_val_loss(model, val))
     for step in range(1, steps + 1):
         model.train()
         x, y = lm_batches(train_ids, context, batch_size, generator)
+        x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
-        loss = lm_loss(model, x, y)
+        if loss_fn is None:
+            loss = lm_loss(model, x, y)
+        else:
+            window = torch.cat([x, y[:, -1:]], dim=1)  # (batch, context + 1)
+            loss = loss_fn(model(window), window)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -574,7 +766,17 @@ def train_lm(
             if callback is not None:
                 callback(step, model)
     history.seconds = time.perf_counter() - begin
+    history.cpu_seconds = time.process_time() - cpu
     return history
+
+
+def validation_windows(ids: Tensor, context: int = 64, count: int = 64) -> Tensor:
+    """The ``count`` windows of ``context + 1`` tokens, evenly spaced over ``ids``, on which ``train_lm`` measures
+    the validation loss: ``(count, context + 1)`` (each gives ``context`` predictions with their targets)."""
+    if len(ids) <= context:
+        raise ValueError(f"the text has {len(ids)} tokens, fewer than context + 1 = {context + 1}")
+    starts = torch.linspace(0, len(ids) - context - 1, count).long()  # (count,)
+    return ids[starts[:, None] + torch.arange(context + 1)]  # (count, context + 1)
 
 
 def _windows(ids: Tensor, context: int) -> tuple[Tensor, Tensor]:
@@ -582,8 +784,8 @@ def _windows(ids: Tensor, context: int) -> tuple[Tensor, Tensor]:
     count = (len(ids) - 1) // context
     if count < 1:
         raise ValueError(f"the text has {len(ids)} tokens, fewer than context + 1 = {context + 1}")
-    starts = torch.arange(count) * context  # (w,)
-    windows = ids[starts[:, None] + torch.arange(context + 1)]  # (w, context + 1)
+    starts = torch.arange(count, device=ids.device) * context  # (w,)
+    windows = ids[starts[:, None] + torch.arange(context + 1, device=ids.device)]  # (w, context + 1)
     return windows[:, :-1], windows[:, 1:]
 
 
@@ -592,7 +794,7 @@ def evaluate_lm(model: nn.Module, ids: Tensor, context: int = 64, batch_size: in
     """Mean next-token loss (nats) over every character of ``ids`` that ends a full window: the text is cut into
     consecutive windows of ``context`` predictions, so each prediction sees 0 to ``context - 1`` earlier characters."""
     model.eval()
-    x, y = _windows(ids, context)
+    x, y = _windows(ids.to(_device_of(model)), context)
     total = 0.0
     for i in range(0, len(x), batch_size):
         logits = model(x[i : i + batch_size])  # (b, context, V)
@@ -608,13 +810,13 @@ def loss_by_position(model: nn.Module, ids: Tensor, length: int, batch_size: int
     trained on, this shows whether it still works there (it need not: that is length extrapolation).
     """
     model.eval()
-    x, y = _windows(ids, length)
-    total = torch.zeros(length, dtype=torch.float64)
+    x, y = _windows(ids.to(_device_of(model)), length)
+    total = torch.zeros(length, dtype=torch.float64, device=x.device)
     for i in range(0, len(x), batch_size):
         logits = model(x[i : i + batch_size])  # (b, length, V)
         losses = F.cross_entropy(logits.transpose(1, 2), y[i : i + batch_size], reduction="none")  # (b, length)
         total += losses.double().sum(0)
-    return total / len(x)
+    return (total / len(x)).cpu()
 
 
 def ngram_loss(train_ids: Tensor, val_ids: Tensor, vocab_size: int, order: int = 2, alpha: float = 1.0) -> float:
@@ -622,17 +824,23 @@ def ngram_loss(train_ids: Tensor, val_ids: Tensor, vocab_size: int, order: int =
 
     ``order=1``: character frequencies alone, ``p(c) = (count(c) + alpha) / (N + alpha V)``; ``order=2``: a bigram
     table, ``p(c | prev) = (count(prev, c) + alpha) / (count(prev) + alpha V)``, scored on every validation
-    character after the first.
+    character after the first. ``val_ids`` may also be windows ``(w, n)`` (``validation_windows``): then every
+    character of a window after its first is scored, the predictions a language model makes on the same windows.
     """
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order}")
+    if val_ids.dim() == 2:  # windows: score each window's characters after its first
+        previous, targets = val_ids[:, :-1].reshape(-1), val_ids[:, 1:].reshape(-1)
+    else:
+        previous, targets = val_ids[:-1], val_ids[1:]
     if order == 1:
         counts = torch.bincount(train_ids, minlength=vocab_size).double() + alpha  # (V,)
-        return -(counts / counts.sum()).log()[val_ids].mean().item()
+        scored = targets if val_ids.dim() == 2 else val_ids  # a whole text: every character, the first too
+        return -(counts / counts.sum()).log()[scored].mean().item()
     pairs = torch.bincount(train_ids[:-1] * vocab_size + train_ids[1:], minlength=vocab_size**2)  # (V * V,)
     counts = pairs.view(vocab_size, vocab_size).double() + alpha  # (V, V): row = previous character
     log_p = (counts / counts.sum(-1, keepdim=True)).log()  # (V, V)
-    return -log_p[val_ids[:-1], val_ids[1:]].mean().item()
+    return -log_p[previous, targets].mean().item()
 
 
 # ---------------------------------------------------------------- the cost of one more token

@@ -25,6 +25,8 @@ token-type (segment) embedding, then applies a layer norm.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ from torch import Tensor, nn
 from helpers.blocks import EncoderBlock
 from helpers.data.common import DataError, sha256_of
 from helpers.runtime.packages import PackageMissing, package_dir
+from helpers.runtime.smoke import capped
 from helpers.tokenizers.wordpiece import WordPieceTokenizer
 
 __all__ = [
@@ -60,6 +63,8 @@ __all__ = [
     "sentence_embedding",
     "load_minilm",
     "SentenceEncoder",
+    "EncoderTiming",
+    "time_against_reference",
 ]
 
 #: The pip name of the package that ships the files, and the version the course is tested with.
@@ -358,3 +363,99 @@ class SentenceEncoder:
             pooled = self.pool(self.model(ids, mask).last_hidden_state, mask)  # (b, d)
             rows.append(F.normalize(pooled, p=2, dim=-1))  # (b, d), unit rows
         return torch.cat(rows)
+
+
+class EncoderTiming(NamedTuple):
+    """What ``time_against_reference`` measured: wall seconds and the ratios ours / the reference's.
+
+    ``medians``: the median seconds of ``"encode: ours"``, ``"encode: transformers"``, ``"load: ours"``,
+    ``"load: transformers"`` and ``"build MiniLM()"``; ``counts``: how many repeats each median is over;
+    ``encode_ratio``: the median of the per-pair ratios ours / theirs (each pair timed back to back);
+    ``load_ratio``: the ratio of the loading medians; ``build_share``: building ``MiniLM()`` over our loading.
+    """
+
+    device: str
+    medians: dict[str, float]
+    counts: dict[str, int]
+    encode_ratio: float
+    load_ratio: float
+    build_share: float
+
+    def report(self) -> str:
+        """The measurements as lines of text, the device first."""
+        lines = [f"device: {self.device}"]
+        lines += [f"{name:<22} median of {self.counts[name]}: {1000 * value:6.1f} ms" for name, value in self.medians.items()]
+        lines.append(
+            f"ours / transformers: encoding {self.encode_ratio:.2f}, loading {self.load_ratio:.1f}; "
+            f"building MiniLM() is {self.build_share:.0%} of our loading"
+        )
+        return "\n".join(lines)
+
+
+def _seconds(run: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of ``run()``. On a GPU the work is queued and returns before it is done, so the clock
+    starts after the queue is empty and stops when ``run``'s own work has finished (``torch.cuda.synchronize``)."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    run()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+@torch.no_grad()
+def time_against_reference(
+    model: nn.Module,
+    reference: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    load_reference: Callable[[], nn.Module],
+    pairs: int = 7,
+    loads: int = 3,
+) -> EncoderTiming:
+    """Time our ``MiniLM`` against ``transformers``' ``BertModel`` (``reference``), the way benchmarks are timed.
+
+    Encoding ``input_ids`` / ``attention_mask`` ``(batch, n)``: a warm-up pair, then ``pairs`` pairs, each timed back
+    to back with the order alternating (so that a change of the machine's load hits both), the median of the
+    per-pair ratios. Loading: ``load_minilm`` against ``load_reference()`` and building ``MiniLM()`` alone, the
+    medians of ``loads`` repeats. On a GPU every timing waits for the GPU to finish (see ``_seconds``). Wall
+    clock on a shared machine varies from run to run: compare ratios from the same call only. In a smoke run,
+    one pair and one load.
+    """
+    device = input_ids.device
+    pairs, loads = capped(pairs, 1), capped(loads, 1)
+    names = ("encode: ours", "encode: transformers", "load: ours", "load: transformers", "build MiniLM()")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    ratios = []
+
+    def ours() -> object:
+        return model(input_ids, attention_mask)
+
+    def theirs() -> object:
+        return reference(input_ids=input_ids, attention_mask=attention_mask)
+
+    for repeat in range(1 + pairs):  # a warm-up pair first
+        if repeat % 2:
+            ours_s, theirs_s = _seconds(ours, device), _seconds(theirs, device)
+        else:
+            theirs_s, ours_s = _seconds(theirs, device), _seconds(ours, device)
+        if repeat > 0:
+            times["encode: ours"].append(ours_s)
+            times["encode: transformers"].append(theirs_s)
+            ratios.append(ours_s / theirs_s)
+    for _ in range(loads):
+        times["load: ours"].append(_seconds(lambda: load_minilm(device), device))
+        times["load: transformers"].append(_seconds(load_reference, device))
+        times["build MiniLM()"].append(_seconds(MiniLM, device))  # the random initialisation alone, on the CPU
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    label = device.type + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+    return EncoderTiming(
+        device=label,
+        medians=medians,
+        counts={name: len(values) for name, values in times.items()},
+        encode_ratio=statistics.median(ratios),
+        load_ratio=medians["load: ours"] / medians["load: transformers"],
+        build_share=medians["build MiniLM()"] / medians["load: ours"],
+    )

@@ -20,7 +20,7 @@ one that builds the decoder input (``shift=``), so a learner's own versions, onc
 runs.
 
 Also here: ``shift_right``, ``source_padding_mask``, the training loop ``train_seq2seq`` (AdamW, warm-up then
-cosine decay, loss ignoring padding, and a stopping rule on the validation split that every compared model shares),
+cosine decay, loss ignoring padding, gradient clipping, and the best validation epoch kept, with or without a stopping rule),
 ``greedy_decode`` and ``beam_search`` (length-normalised; neither ever generates ``<pad>`` or ``<bos>``:
 ``never_special``), ``sequence_log_prob`` (a model's probability of a given translation: search errors against
 model errors), the metrics ``sequence_accuracy``, ``exact_matches``, ``exact_match_by_digits`` and
@@ -403,16 +403,18 @@ def train_seq2seq(
     batch_size: int = 64,
     weight_decay: float = 0.01,
     warmup_epochs: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.999),
     label_smoothing: float = 0.0,
     clip: float | None = 1.0,
     seed: int = 0,
     *,
     patience: int | None = None,
     min_delta: float = 0.0,
+    keep_best: bool = False,
     shift: Callable[[Tensor], Tensor] = shift_right,
     decode: Callable[[nn.Module, Tensor, int], Tensor] | None = None,
 ) -> Seq2SeqHistory:
-    """Teacher forcing with AdamW and warm-up + cosine decay over ``epochs`` (``helpers.training.warmup_cosine``).
+    """Teacher forcing with AdamW (``betas``) and warm-up + cosine decay over ``epochs`` (``helpers.training.warmup_cosine``).
 
     Each step: the decoder reads ``shift(tgt)`` (``shift_right``, or a learner's own), the loss is
     ``seq2seq_loss`` (padding ignored), gradients are clipped to norm ``clip``. Batches are drawn by a generator
@@ -423,17 +425,19 @@ def train_seq2seq(
     **Stopping rule** (with ``val`` and ``patience``): the run stops once ``patience`` epochs in a row have failed to
     raise the validation token accuracy more than ``min_delta`` (a fraction: 0.001 is 0.1 point) above the last
     value that did, and the model is left with the weights of its best epoch (highest validation token accuracy; a tie goes to the
-    lower validation loss). Without ``patience`` every epoch runs and the model keeps its last weights. The device
-    is the model's.
+    lower validation loss). Without ``patience`` every epoch runs and the model keeps its last weights, or, with
+    ``keep_best`` (and ``val``), the weights of its best epoch by the same rule. The device is the model's.
     """
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be positive, got {epochs} and {batch_size}")
     if patience is not None and (val is None or patience < 1):
         raise ValueError("early stopping needs a validation split and patience >= 1")
+    if keep_best and val is None:
+        raise ValueError("keep_best needs a validation split to choose the best epoch")
     device = next(model.parameters()).device
     src_all, tgt_all = train.src.to(device), train.tgt.to(device)
     steps_per_epoch = math.ceil(len(train) / batch_size)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
     scheduler = warmup_cosine(optimizer, max(1, round(warmup_epochs * steps_per_epoch)), epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(seed)
     history = Seq2SeqHistory()
@@ -469,11 +473,13 @@ def train_seq2seq(
             with torch.no_grad():
                 pred = decode(model, held_out.src.to(device), held_out.tgt.shape[1] + 2)
             history.val_exact.append(sequence_accuracy(pred, held_out.tgt.to(device))[0])
-        if patience is None:
+        if patience is None and not keep_best:
             continue
         if best_key is None or (val_acc, -val_loss) > best_key:
             best_key = (val_acc, -val_loss)
             best_state = copy.deepcopy(model.state_dict())
+        if patience is None:
+            continue
         if val_acc > threshold + min_delta:
             threshold, waited = val_acc, 0
         else:

@@ -269,7 +269,7 @@ def attention_rollout(model: VisionTransformer, images: Tensor, residual: float 
 
 @torch.no_grad()
 def position_similarity(model: VisionTransformer) -> Tensor:
-    """Cosine similarity between the patches' learned position embeddings.
+    """Cosine similarity between the patches' learned position embeddings (the reference of notebook 08's exercise 8.4).
 
     Returns ``(N, grid, grid)``: entry ``[n, i, j]`` is the similarity of patch
     ``n``'s embedding with the patch in row ``i``, column ``j`` of the grid. The

@@ -6,12 +6,14 @@
   (output, input) pair with its width set by the attention weight; each output's
   strongest input is drawn solid, its second strongest dashed, the rest faint;
 - ``product_shapes``: the matrices of a product drawn to scale, one square per entry;
-- ``plain_log_ticks``: log-scale axes labelled 0.001, 0.01, 0.1 rather than powers of ten.
+- ``plain_log_ticks``: log-scale axes labelled 0.001, 0.01, 0.1 rather than powers of ten;
+- ``beta_slider``: in Jupyter, a slider for the inverse temperature that redraws ``values_and_output`` (notebook 03).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -22,7 +24,7 @@ from matplotlib.patches import Rectangle
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["bipartite_attention", "values_and_output", "query_and_keys", "product_shapes", "plain_log_ticks"]
+__all__ = ["bipartite_attention", "values_and_output", "query_and_keys", "product_shapes", "plain_log_ticks", "beta_slider"]
 
 
 def bipartite_attention(
@@ -231,3 +233,33 @@ def plain_log_ticks(*axes: Axes) -> None:
             if scale == "log":
                 axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
                 axis.set_minor_formatter(NullFormatter())
+
+
+def beta_slider(attend: Callable[..., tuple[object, object]], K: object, V: object, q: object) -> None:
+    """In Jupyter, a slider for beta and the picture of ``values_and_output`` at that beta, redrawn as it moves.
+
+    ``attend(beta, K, V, q)`` returns ``(H, weights)`` in the numerator layout: ``K`` ``(d, m)``, ``V`` ``(2, m)``
+    (2-D values), ``q`` ``(d, 1)``, ``weights`` ``(m, 1)``. The slider runs over beta from 0.01 to about 30 on a log
+    scale. Built from explicit controls (a slider driving an image), so that it works without a live kernel's
+    ``interact``. Displays the widget; without ipywidgets it displays nothing (the static figure shows the same thing).
+    """
+    try:
+        import ipywidgets as widgets
+        from IPython.display import display
+    except ImportError:
+        return
+
+    def picture(beta: float) -> bytes:
+        H, weights = attend(beta, K, V, q)  # (2, 1), (m, 1)
+        fig, ax = plt.subplots(figsize=(3.6, 3.6))
+        output = np.round(to_numpy(H)[:, 0], 2) + 0.0
+        values_and_output(to_numpy(V).T, to_numpy(weights)[:, 0], ax=ax, title=f"beta = {beta:.2f}, H = {output}")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        plt.close(fig)
+        return buffer.getvalue()
+
+    slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=1.5, step=0.05, description="beta")
+    image = widgets.Image(value=picture(slider.value), format="png")
+    slider.observe(lambda change: setattr(image, "value", picture(change["new"])), names="value")
+    display(widgets.VBox([slider, image]))

@@ -1,4 +1,5 @@
-"""Figures of notebook 07: MNIST-1D examples, patches, the results bar chart, attention over a signal."""
+"""Figures of notebook 07: MNIST-1D examples, patches, the choice of learning rates, the results bar chart, attention
+over a signal."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["signal_examples", "patch_windows", "augmented_signals", "results_bars", "attention_over_signal"]
+__all__ = ["signal_examples", "patch_windows", "augmented_signals", "lr_selection", "results_bars", "attention_over_signal"]
 
 
 def signal_examples(x: object, y: object, num_classes: int = 10, per_class: int = 3) -> Figure:
@@ -68,6 +70,39 @@ def augmented_signals(signals: object, versions: object, labels: Sequence[int] |
     return fig
 
 
+def lr_selection(runs: Mapping[str, Mapping[float, object]], chosen: Mapping[str, float], title: str | None = None) -> Figure:
+    """One panel per model: the validation loss of each learning rate's run against the epoch, the chosen one bold.
+
+    ``runs`` maps a model's name to ``{learning rate: History}`` (anything with a ``val_loss`` list); ``chosen`` maps
+    the name to the learning rate its rule chose.
+    """
+    names = list(runs)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.0), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        colors = sns.color_palette(n_colors=max(3, len(runs[name])))
+        for color, (lr, run) in zip(colors, runs[name].items(), strict=False):
+            losses = np.asarray(run.val_loss, dtype=float)
+            best = lr == chosen.get(name)
+            ax.plot(
+                np.arange(1, len(losses) + 1),
+                losses,
+                color=color,
+                lw=2.4 if best else 1.2,
+                ls="-" if best else "--",
+                marker="o" if best else None,
+                ms=3,
+                label=f"lr {lr:g}" + (" (chosen)" if best else ""),
+            )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel="epoch", title=f"{name}: lr {chosen[name]:g} chosen" if name in chosen else name)
+        ax.legend(fontsize="small")
+    axes[0, 0].set_ylabel("validation loss")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def results_bars(measured: Mapping[str, float], published: Mapping[str, float] | None = None, title: str | None = None) -> Figure:
     """Test accuracy (%) per model, measured next to published figures (``None`` where there is none)."""
     names = list(dict.fromkeys([*measured, *(published or {})]))
@@ -92,25 +127,40 @@ def results_bars(measured: Mapping[str, float], published: Mapping[str, float] |
 def attention_over_signal(
     signals: object, weights: object, patch_size: int, stride: int, titles: Sequence[str] | None = None
 ) -> Figure:
-    """Per example: the signal, the attention map ``(tokens, tokens)`` and the attention each patch receives.
+    """Per example: the signal, the attention each patch receives (bars) and the attention map ``(tokens, tokens)``.
 
     ``signals`` ``(k, length)``, ``weights`` ``(k, tokens, tokens)`` (averaged over heads).
-    The received attention (column means) is drawn over the centre of each patch.
+    The received attention (column means) is drawn as a bar over the centre of each patch, on its own labelled axis;
+    the maps share one colour scale, shown by a colorbar.
     """
     s, w = to_numpy(signals), to_numpy(weights)
     k = len(s)
-    fig, axes = plt.subplots(2, k, figsize=(3.6 * k, 6), squeeze=False, gridspec_kw={"height_ratios": [1, 1.5]})
+    fig, axes = plt.subplots(
+        2, k, figsize=(3.9 * k, 6.4), squeeze=False, gridspec_kw={"height_ratios": [1, 1.5]}, layout="constrained"
+    )
+    vmax = float(w.max())
+    top = max(float(w[j].mean(0).max()) for j in range(k))
     for j in range(k):
         n = w[j].shape[-1]
         centres = np.arange(n) * stride + (patch_size - 1) / 2
         received = w[j].mean(0)  # (tokens,) attention each patch receives, averaged over queries
         ax = axes[0, j]
-        ax.plot(s[j], color="black", lw=1)
         ax2 = ax.twinx()
-        ax2.bar(centres, received, width=stride * 0.9, alpha=0.35, color="tab:orange")
-        ax2.set_yticks([])
-        ax.set(title=titles[j] if titles else None, xlabel="position")
-        sns.heatmap(w[j], ax=axes[1, j], cmap="viridis", cbar=False, square=True, xticklabels=4, yticklabels=4)
-        axes[1, j].set(xlabel="key patch", ylabel="query patch")
-    fig.tight_layout()
+        ax2.bar(centres, received, width=stride * 0.9, alpha=0.4, color="tab:orange")
+        ax2.set_ylim(0, 1.15 * top)
+        ax2.tick_params(axis="y", colors="tab:orange", labelsize="small")
+        ax2.grid(False)
+        if j == k - 1:
+            ax2.set_ylabel("attention received (bars)", color="tab:orange")
+        ax.plot(s[j], color="black", lw=1.2)
+        ax.set_zorder(ax2.get_zorder() + 1)  # the signal in front of the bars
+        ax.patch.set_visible(False)
+        ax.set(title=titles[j] if titles else None, xlabel="position in the signal")
+        if j == 0:
+            ax.set_ylabel("signal value (line)")
+        sns.heatmap(
+            w[j], ax=axes[1, j], cmap="viridis", vmin=0.0, vmax=vmax, cbar=False, square=True, xticklabels=4, yticklabels=4
+        )
+        axes[1, j].set(xlabel="key patch (attended to)", ylabel="query patch (attending)" if j == 0 else None)
+    fig.colorbar(axes[1, 0].collections[0], ax=list(axes[1]), shrink=0.85, label="attention weight")
     return fig

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from helpers.handwritten.program import SLOT_WIDTHS, Layout
@@ -20,40 +20,55 @@ from helpers.plots.core import to_numpy
 __all__ = ["residual_streams", "count_table", "robustness_curves", "fine_tune_curves"]
 
 
+def _value_label(v: float) -> str:
+    """A residual feature as text: an integer as is, a fraction with two decimals and no leading zero."""
+    if abs(v - round(v)) < 5e-3:
+        return str(int(round(v)))
+    return f"{v:.2f}".replace("0.", ".", 1)
+
+
 def residual_streams(
     streams: Sequence[object], layout: Layout, titles: Sequence[str], row_labels: Sequence[str] | None = None
 ) -> Figure:
     """One heatmap per residual stream ``(n, d_model)``, stacked: rows are positions, columns the features, grouped
-    by slot (a line between slots, the slot's name below)."""
-    fig, axes = plt.subplots(len(streams), 1, figsize=(11, 1.6 + 1.45 * len(streams)), squeeze=False)
-    for ax, stream, title in zip(axes[:, 0], streams, titles, strict=True):
-        values = to_numpy(stream)
-        sns.heatmap(
-            values,
-            ax=ax,
-            cmap="RdBu_r",
-            center=0.0,
-            vmin=-1.0,
-            vmax=1.0,
-            cbar=False,
-            annot=np.where(np.abs(values) > 1.5, np.round(values).astype(int).astype(str), ""),  # only where colour saturates
-            fmt="",
-            annot_kws={"fontsize": 7},
-            linewidths=0.3,
-            linecolor="white",
-            yticklabels=list(row_labels) if row_labels is not None else "auto",
-            xticklabels=False,
-        )
+    by slot (a line between slots, the slot's name below). The colour is on a log scale from 0.1 to 25 (the largest
+    feature, ``pos2`` at position 5), one colorbar for all; every feature that is not 0 is written in its cell, and a
+    feature within 1e-3 of 0 is left white."""
+    arrays = [to_numpy(s) for s in streams]
+    norm = LogNorm(vmin=0.1, vmax=25.0)
+    cmap = plt.get_cmap("YlOrRd").copy()
+    cmap.set_bad("white")
+    cmap.set_under("#fff7bc")
+    fig, axes = plt.subplots(len(arrays), 1, figsize=(12, 1.9 + 1.45 * len(arrays)), squeeze=False, layout="constrained")
+    image = None
+    for ax, values, title in zip(axes[:, 0], arrays, titles, strict=True):
+        shown = np.ma.masked_where(np.abs(values) < 1e-3, values)
+        image = ax.imshow(shown, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        ax.grid(False)
+        for (r, c), v in np.ndenumerate(values):
+            if abs(v) >= 1e-3:
+                ax.text(c, r, _value_label(float(v)), ha="center", va="center", fontsize=6.5, color="white" if v > 3 else "black")
         for name in layout.order:
-            place = layout.slot(name)
-            ax.axvline(place.start, color="black", lw=1.0)
+            ax.axvline(layout.slot(name).start - 0.5, color="black", lw=1.0)
+        ax.set_yticks(range(values.shape[0]), list(row_labels) if row_labels is not None else range(values.shape[0]))
+        ax.set_xticks([])
         ax.set_title(title, loc="left", fontsize="medium")
-        ax.tick_params(axis="y", labelrotation=0)
     bottom = axes[-1, 0]
-    centres = [(layout.slot(name).start + layout.slot(name).stop) / 2 for name in layout.order]
-    bottom.set_xticks(centres)
-    bottom.set_xticklabels([f"{name}\n({SLOT_WIDTHS[name]})" for name in layout.order], fontsize="small")
-    fig.tight_layout()
+    centres = [(layout.slot(name).start + layout.slot(name).stop - 1) / 2 for name in layout.order]
+    labels = [name if SLOT_WIDTHS[name] == 1 else f"{name}\n({SLOT_WIDTHS[name]})" for name in layout.order]
+    bottom.set_xticks(centres, labels, fontsize="small")
+    for label, name in zip(bottom.get_xticklabels(), layout.order, strict=True):
+        if SLOT_WIDTHS[name] == 1:  # a slot one feature wide: its name upright would run into its neighbours'
+            label.set_rotation(90)
+    fig.colorbar(
+        image,
+        ax=axes[:, 0].tolist(),
+        shrink=0.9,
+        pad=0.01,
+        label="feature value (log scale)",
+        ticks=[0.1, 0.2, 0.5, 1, 2, 5, 10, 25],
+    )
+    image.colorbar.ax.set_yticklabels(["0.1", "0.2", "0.5", "1", "2", "5", "10", "25"])
     return fig
 
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["pattern_grid", "seed_bars", "circuit_heatmaps"]
+__all__ = ["pattern_grid", "seed_bars", "circuit_heatmaps", "formation_curves", "loss_by_position"]
 
 
 def pattern_grid(
@@ -79,20 +79,79 @@ def seed_bars(
 
 
 def circuit_heatmaps(
-    matrices: Sequence[object], titles: Sequence[str], xlabel: str, ylabel: str, suptitle: str, cmap: str = "viridis"
+    matrices: Sequence[object],
+    titles: Sequence[str],
+    xlabel: str,
+    ylabel: str,
+    suptitle: str,
+    cmap: str = "RdBu_r",
+    label: str = "score",
 ) -> Figure:
-    """Square matrices ``(k, k)`` (a slice of a circuit over token ids 0..k-1) side by side, each with its colorbar;
-    ticks every 4 ids."""
-    fig, axes = plt.subplots(1, len(matrices), figsize=(5.6 * len(matrices), 4.8), squeeze=False)
-    for ax, matrix, title in zip(axes[0], matrices, titles, strict=True):
-        values = to_numpy(matrix)
-        image = ax.imshow(values, cmap=cmap)
+    """Square matrices ``(k, k)`` (a slice of a circuit over token ids 0..k-1) side by side on one colour scale,
+    symmetric around 0, with one colorbar labelled ``label``; ticks every 4 ids."""
+    arrays = [to_numpy(m) for m in matrices]
+    limit = max(float(np.abs(a).max()) for a in arrays)
+    fig, axes = plt.subplots(1, len(arrays), figsize=(5.0 * len(arrays) + 1.4, 4.8), squeeze=False, layout="constrained")
+    image = None
+    for ax, values, title in zip(axes[0], arrays, titles, strict=True):
+        image = ax.imshow(values, cmap=cmap, vmin=-limit, vmax=limit)
         ax.grid(False)
         ticks = np.arange(0, values.shape[0], 4)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_yticks(ticks, [str(t) for t in ticks])
         ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
-        fig.colorbar(image, ax=ax, shrink=0.85)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.85, label=label)
     fig.suptitle(suptitle)
+    return fig
+
+
+def formation_curves(
+    histories: Mapping[str, object],
+    prev_heads: Mapping[str, str],
+    baseline: float,
+    control: object | None = None,
+    title: str = "",
+) -> Figure:
+    """Top: the repeated-half validation loss of each run (``histories[label]``, an ``InductionHistory`` recorded with
+    ``track_heads=True``) and of the ``control``; bottom, on the same steps: each run's previous-token score of its
+    previous-token head (``prev_heads[label]``, e.g. ``"L0H1"``, solid) and the induction score of its layer-1 head
+    (dashed), one colour per run. ``baseline``: ln V, drawn dotted on the loss."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.2), sharex=True, gridspec_kw={"height_ratios": [1.1, 1]})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (label, hist) in enumerate(histories.items()):
+        colour = colours[k % len(colours)]
+        top.plot(hist.steps, hist.val_loss, color=colour, label=label)
+        bottom.plot(hist.steps, hist.prev_score[prev_heads[label]], color=colour, label=f"{label}: previous-token score")
+        bottom.plot(hist.steps, hist.induction_score["L1H0"], color=colour, linestyle="--", label=f"{label}: induction score")
+    if control is not None:
+        top.plot(control.steps, control.val_loss, color="black", linestyle="--", label="1 layer (control)")
+    top.axhline(baseline, color="grey", linestyle=":", label="ln V (uniform guess)")
+    top.set(ylabel="repeated-half loss (nats)", title=title)
+    top.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    bottom.set(
+        xlabel="training step",
+        ylabel="score on validation sequences",
+        ylim=(-0.03, 1.03),
+        title="solid: the previous-token head's previous-token score; dashed: the layer-1 head's induction score",
+    )
+    bottom.title.set_fontsize("small")
+    bottom.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def loss_by_position(losses: Mapping[str, object], period: int, baseline: float, title: str = "") -> Figure:
+    """The mean loss of each next-token prediction along the sequence, ``losses[label]`` ``(n - 1,)`` (target ``t``
+    is token ``t``, predicted at position ``t - 1``), with the second copy shaded and ``baseline`` (ln V) dotted."""
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    n = None
+    for label, values in losses.items():
+        values = to_numpy(values)
+        n = values.shape[0] + 1
+        ax.plot(np.arange(1, n), values, marker="o", markersize=3, label=label)
+    ax.axvspan(n - period - 0.5, n - 0.5, color="orange", alpha=0.15, lw=0, label="second copy")
+    ax.axhline(baseline, color="grey", linestyle=":", label="ln V (uniform guess)")
+    ax.set(xlabel="position of the predicted token", ylabel="mean loss (nats)", title=title, xlim=(0.5, n - 0.5))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig

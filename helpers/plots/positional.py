@@ -29,6 +29,7 @@ __all__ = [
     "norm_axes",
     "position_waves",
     "sublayer_reach",
+    "block_diagrams",
     "lr_schedule",
     "sorter_losses",
 ]
@@ -198,8 +199,8 @@ def attention_cost(
     for ax, data, ylabel, title in zip(
         axes[0],
         [seconds] + ([megabytes] if megabytes is not None else []),
-        ["time (s)", "peak memory (MB)"],
-        ["time against n (dotted: slope 2, n²)", "naive memory grows like n², fused like n"],
+        ["CPU time per call (s)", "memory added by the call (MiB)"],
+        ["both times follow the slope-2 guide (n²)", "naive memory grows like n², fused like n"],
         strict=False,
     ):
         for name, values in data.items():
@@ -237,7 +238,7 @@ def positional_encoding_heatmap(pe: object, title: str = "sinusoidal positional 
     return fig
 
 
-def wavelengths(d_model: int, base: float = 10000.0) -> Figure:
+def wavelengths(d_model: int, base: float = 10000.0, title: str | None = None) -> Figure:
     """Wavelength 2 pi base^(2i/d_model) of each sin/cos pair i, on a log axis: a geometric progression."""
     i = np.arange(d_model // 2)
     lam = 2 * np.pi * base ** (2 * i / d_model)
@@ -245,7 +246,11 @@ def wavelengths(d_model: int, base: float = 10000.0) -> Figure:
     ax.semilogy(i, lam, "o-", ms=3)
     ax.axhline(2 * np.pi, color="gray", ls=":", label="2π")
     ax.axhline(2 * np.pi * base, color="gray", ls="--", label=f"{base:g} · 2π")
-    ax.set(xlabel="pair index i (features 2i, 2i+1)", ylabel="wavelength (positions)", title=f"wavelengths, d_model = {d_model}")
+    ax.set(
+        xlabel="pair index i (features 2i, 2i+1)",
+        ylabel="wavelength (positions)",
+        title=title or f"wavelengths, d_model = {d_model}",
+    )
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
@@ -254,11 +259,15 @@ def wavelengths(d_model: int, base: float = 10000.0) -> Figure:
 def encoding_similarity(
     offsets: object, dots: Mapping[str, object], title: str = "PE(p) · PE(p + k) against the distance k"
 ) -> Figure:
-    """Dot products of two encodings against their distance ``k``, one line per reference position or variant."""
+    """Dot products of two encodings against their distance ``k``, one line per reference position or variant.
+
+    Each line has its own style (solid and wide, dashed, dotted with markers), so that lines that coincide stay visible.
+    """
     k = to_numpy(offsets)
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    for name, values in dots.items():
-        ax.plot(k, to_numpy(values), label=name)
+    styles = [dict(ls="-", lw=5, alpha=0.35), dict(ls="--", lw=2), dict(ls=":", lw=2, marker="o", ms=3)]
+    for i, (name, values) in enumerate(dots.items()):
+        ax.plot(k, to_numpy(values), label=name, **styles[i % len(styles)])
     ax.set(xlabel="distance k", ylabel="dot product", title=title)
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -362,6 +371,64 @@ def sublayer_reach(panels: Mapping[str, object], labels: Mapping[str, tuple[Sequ
     axes[0][0].set_ylabel("output token")
     fig.colorbar(image, ax=axes, label="|d output / d input| (row max = 1)", shrink=0.9)
     fig.suptitle("which tokens each sub-layer lets a token read")
+    return fig
+
+
+def _draw_block(ax: plt.Axes, items: Sequence[tuple[str, str]], skips: Sequence[tuple[int, int]], title: str) -> None:
+    """One encoder block as a column of boxes from the input (bottom) to the output (top), residuals on the left."""
+    colors = {"attn": "#c6dbef", "ff": "#fdd0a2", "norm": "#c7e9c0", "io": "white"}
+    gap = 1.0
+    ys = [i * gap for i in range(len(items))]
+    for (label, kind), y in zip(items, ys, strict=True):
+        if kind == "add":
+            ax.plot(0.5, y, marker="o", ms=20, mfc="white", mec="0.2", mew=1.2, zorder=3)
+            ax.text(0.5, y, "+", ha="center", va="center", fontsize=14, zorder=4)
+        elif kind == "io":
+            ax.text(0.5, y, label, ha="center", va="center", fontsize=13, fontstyle="italic", zorder=4)
+        else:
+            ax.add_patch(Rectangle((0.22, y - 0.3), 0.56, 0.6, facecolor=colors[kind], edgecolor="0.3", lw=1.0, zorder=3))
+            ax.text(0.5, y, label, ha="center", va="center", fontsize="small", zorder=4)
+    for below, above in zip(ys[:-1], ys[1:], strict=True):
+        ax.annotate(
+            "", xy=(0.5, above - 0.32), xytext=(0.5, below + 0.32), arrowprops=dict(arrowstyle="->", color="0.3"), zorder=2
+        )
+    for start, end in skips:
+        y0, y1 = ys[start] + 0.5, ys[end]
+        ax.plot([0.5, 0.08, 0.08], [y0, y0, y1], color="#b2182b", lw=1.6, zorder=1)
+        ax.annotate("", xy=(0.42, y1), xytext=(0.08, y1), arrowprops=dict(arrowstyle="->", color="#b2182b", lw=1.6), zorder=2)
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.6, ys[-1] + 0.6)
+    ax.axis("off")
+    ax.set_title(title, fontsize="medium")
+
+
+def block_diagrams() -> Figure:
+    """The post-LN and the pre-LN encoder block side by side, the residual connections in red."""
+    post = [
+        ("x", "io"),
+        ("self-attention", "attn"),
+        ("+", "add"),
+        ("layer norm 1", "norm"),
+        ("feed-forward", "ff"),
+        ("+", "add"),
+        ("layer norm 2", "norm"),
+        ("y", "io"),
+    ]
+    pre = [
+        ("x", "io"),
+        ("layer norm 1", "norm"),
+        ("self-attention", "attn"),
+        ("+", "add"),
+        ("layer norm 2", "norm"),
+        ("feed-forward", "ff"),
+        ("+", "add"),
+        ("y", "io"),
+    ]
+    fig, (ax_post, ax_pre) = plt.subplots(1, 2, figsize=(8, 6.4))
+    _draw_block(ax_post, post, [(0, 2), (3, 5)], "post-LN (the paper, BERT):\na norm on the residual path")
+    _draw_block(ax_pre, pre, [(0, 3), (3, 6)], "pre-LN (GPT-2, ViT):\nthe residual path is additions only")
+    fig.suptitle("Where the layer norm sits: after each sum (post-LN) or before each sub-layer (pre-LN)")
+    fig.tight_layout()
     return fig
 
 

@@ -129,8 +129,11 @@ def cost_curves(
         raise ValueError(f"unit must be one of {sorted(_FORMATTERS)}, not {unit!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.6))
-    for label, values in curves.items():
-        ax.plot(sizes[: len(values)], values, marker="o", label=label)
+    styles = [("o", "-", 6), ("s", "--", 8), ("^", "-.", 7), ("D", ":", 6), ("v", "-", 7)]
+    for (label, values), (marker, line, size) in zip(
+        curves.items(), styles * len(curves), strict=False
+    ):  # overlapping curves stay visible
+        ax.plot(sizes[: len(values)], values, marker=marker, linestyle=line, markersize=size, markerfacecolor="none", label=label)
     if reference is not None:
         ax.plot(sizes, reference[1], linestyle="--", color="grey", label=reference[0])
     ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
@@ -155,13 +158,16 @@ def memory_and_time(
     title: str = "causal attention, one head, d = 64, float32, on the CPU",
 ) -> plt.Figure:
     """Two panels side by side: peak extra memory (with one score matrix, 4 n^2 bytes, dashed) and time, against n."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.6))
     matrix = ("one n x n score matrix", [4.0 * n * n for n in memory_sizes])
     cost_curves(memory_sizes, peaks, "peak extra memory", "memory: what the call adds at its peak", left, matrix, "bytes")
-    cost_curves(time_sizes, times, "CPU time per call (best of 3)", "time", right, unit="seconds")
-    right.get_legend().remove()
+    cost_curves(time_sizes, times, "CPU time per call (best of 3)", "time: CPU time of one call", right, unit="seconds")
+    handles, labels = left.get_legend_handles_labels()
+    for ax in (left, right):
+        ax.get_legend().remove()
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     return fig
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,7 +12,15 @@ from matplotlib.figure import Figure
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["image_patches", "digit_gallery", "position_similarity_grid", "rollout_overlays", "confusion_heatmap"]
+__all__ = [
+    "image_patches",
+    "digit_gallery",
+    "position_similarity_grid",
+    "rollout_overlays",
+    "confusion_heatmap",
+    "validation_curves",
+    "shift_accuracy",
+]
 
 
 def _grid_lines(ax: Axes, size: int, patch_size: int, color: str = "tab:red") -> None:
@@ -59,7 +67,8 @@ def image_patches(image: object, patch_size: int, patches: object | None = None,
             cmap="gray_r",
             vmin=0,
             vmax=1,
-            cbar=False,
+            cbar=True,
+            cbar_kws={"label": "pixel value"},
             linewidths=0.5,
             linecolor="white",
             yticklabels=list(range(mat.shape[0])),
@@ -113,9 +122,11 @@ def position_similarity_grid(similarity: object, title: str | None = None) -> Fi
         ax.set(xticks=[], yticks=[])
         ax.grid(False)
         ax.set_title(f"patch {k}", fontsize=7, pad=2)
-    fig.subplots_adjust(right=0.84, wspace=0.08, hspace=0.3)
+    fig.subplots_adjust(right=0.84, wspace=0.08, hspace=0.3, left=0.08, bottom=0.08)
     cax = fig.add_axes((0.87, 0.15, 0.03, 0.7))
     fig.colorbar(image, cax=cax, label="cosine similarity")
+    fig.supxlabel("grid column of the other patch (each panel: one patch, outlined)", fontsize=9)
+    fig.supylabel("grid row", fontsize=9)
     if title:
         fig.suptitle(title)
     return fig
@@ -124,28 +135,33 @@ def position_similarity_grid(similarity: object, title: str | None = None) -> Fi
 def rollout_overlays(images: object, maps: object, titles: Sequence[str], ncols: int = 6, suptitle: str | None = None) -> Figure:
     """Each image ``(H, W)`` above its attention map ``(g, g)`` upsampled to ``H x W``.
 
-    Two rows per group: the digit, then the map (nearest-neighbour upsampling, colour scaled to each
-    map's maximum) with the digit's strokes outlined on top, so one sees which patches the map favours.
+    Two rows per group: the digit, then the map (nearest-neighbour upsampling, one colour scale for all maps, shown
+    by the colour bar) with the digit's strokes outlined on top, so one sees which patches the map favours.
     """
     imgs, attn = to_numpy(images), to_numpy(maps)
     count, height, width = imgs.shape
     g = attn.shape[-1]
     ncols = min(ncols, count)
     groups = -(-count // ncols)
-    fig, axes = plt.subplots(2 * groups, ncols, figsize=(1.6 * ncols, 3.3 * groups), squeeze=False)
+    fig, axes = plt.subplots(2 * groups, ncols, figsize=(1.6 * ncols + 0.8, 3.3 * groups), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
+    low, top = float(attn.min()), float(attn.max())
+    image = None
     for i in range(count):
         r, c = divmod(i, ncols)
         up = np.kron(attn[i], np.ones((height // g, width // g)))  # (H, W)
         axes[2 * r, c].imshow(imgs[i], cmap="gray_r", vmin=0, vmax=1)
         axes[2 * r, c].set_title(titles[i], fontsize=8)
-        axes[2 * r + 1, c].imshow(up, cmap="magma", vmin=0, vmax=up.max())
+        image = axes[2 * r + 1, c].imshow(up, cmap="magma", vmin=low, vmax=top)
         axes[2 * r + 1, c].contour(imgs[i], levels=[0.35], colors="cyan", linewidths=1.2)
         axes[2 * r + 1, c].set_title("rollout", fontsize=8)
     if suptitle:
         fig.suptitle(suptitle)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.9, 1))
+    if image is not None:
+        cax = fig.add_axes((0.92, 0.15, 0.02, 0.7))
+        fig.colorbar(image, cax=cax, label="share of the rollout per patch")
     return fig
 
 
@@ -162,7 +178,8 @@ def confusion_heatmap(
         annot=True,
         fmt="d",
         cmap="Blues",
-        cbar=False,
+        cbar=True,
+        cbar_kws={"label": "test images"},
         ax=ax,
         square=True,
         mask=counts == 0,
@@ -175,3 +192,54 @@ def confusion_heatmap(
     if title:
         ax.set_title(title)
     return ax
+
+
+def validation_curves(
+    histories: Mapping[str, object], baselines: Mapping[str, float] | None = None, title: str | None = None, zoom: float = 95.0
+) -> Figure:
+    """Validation accuracy (%) after every epoch, one line per run; ``baselines`` (name -> %) as dashed horizontal lines.
+
+    ``histories`` maps a name to a ``helpers.training.History`` (or anything with a ``val_acc`` list of fractions).
+    Left: every epoch on the full scale; right: the same curves from ``zoom`` % up, where the runs end.
+    """
+    baselines = dict(baselines or {})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    palette = sns.color_palette(n_colors=max(3, len(histories) + len(baselines)))
+    for ax, low in zip(axes, (0.0, zoom), strict=True):
+        for color, (name, history) in zip(palette, histories.items(), strict=False):
+            acc = 100 * np.asarray(history["val_acc"], dtype=float)  # type: ignore[index]
+            ax.plot(np.arange(1, len(acc) + 1), acc, color=color, lw=1.8, label=name)
+        for color, (name, value) in zip(palette[len(histories) :], baselines.items(), strict=False):
+            ax.axhline(value, color=color, ls="--", lw=1.4, label=name)
+        ax.set(xlabel="epoch", ylabel="validation accuracy (%)", ylim=(low, 100.5))
+    axes[0].set_title("every epoch")
+    axes[1].set_title(f"the same, from {zoom:g}% up")
+    axes[1].legend(fontsize="small", loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def shift_accuracy(table: object, title: str | None = None) -> Figure:
+    """Grouped bars: test accuracy (%) per shift (rows of ``table``) for each model (its columns).
+
+    ``table`` is a pandas DataFrame indexed by the shift ("none", "right", ...) with one column per model.
+    """
+    shifts = [str(s) for s in table.index]  # type: ignore[attr-defined]
+    models = [str(m) for m in table.columns]  # type: ignore[attr-defined]
+    values = np.asarray(table, dtype=float)  # (shifts, models)
+    fig, ax = plt.subplots(figsize=(8.4, 3.6))
+    width = 0.8 / len(models)
+    palette = sns.color_palette(n_colors=max(3, len(models)))
+    for k, (model, color) in enumerate(zip(models, palette, strict=False)):
+        positions = np.arange(len(shifts)) + (k - (len(models) - 1) / 2) * width
+        ax.bar(positions, values[:, k], width=width * 0.95, color=color, label=model, hatch="//" if "shift" in model else None)
+    ax.set_xticks(np.arange(len(shifts)), shifts)
+    ax.set(xlabel="shift of the test digits by one pixel", ylabel="test accuracy (%)", ylim=(0, 115))
+    ax.set_yticks(range(0, 101, 20))
+    ax.legend(fontsize="small", ncol=len(models), loc="upper center", frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

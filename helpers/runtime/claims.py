@@ -150,11 +150,13 @@ def strict() -> bool:
 Kind = Literal["training", "fact"]
 
 
-def claim(statement: str, holds: bool, evidence: str = "", *, kind: Kind = "training", measured: str = "") -> bool:
+def claim(statement: str, holds: bool, evidence: str = "", *, kind: Kind = "training", measured: str = "", why: str = "") -> bool:
     """Check a claim stated in words: ``holds`` is its truth, ``evidence`` what to show when it fails.
 
     ``kind`` is ``"training"`` (a training result, the default) or ``"fact"`` (see the module's docstring);
-    ``measured`` is what the course measured across its set-ups ("97.6 to 98.4%"), shown to a learner whose run misses.
+    ``measured`` is what the course measured across its set-ups ("97.6 to 98.4%"), shown to a learner whose run misses;
+    ``why`` replaces the notice's explanation of why runs differ (``WHY_RUNS_DIFFER``, about training) where another
+    one applies, a timing's: "Timings depend on the machine and on what else it runs...".
     """
     if kind not in KINDS:
         raise ValueError(f"claim kind must be one of {KINDS}, not {kind!r}")
@@ -182,12 +184,14 @@ def claim(statement: str, holds: bool, evidence: str = "", *, kind: Kind = "trai
         lines.append(f"   This run: {evidence}.")
     if measured:
         lines.append(f"   The course measured: {measured}.")
-    lines.append(f"   {WHY_RUNS_DIFFER}")
+    lines.append(f"   {why or WHY_RUNS_DIFFER}")
     print("\n".join(lines))
     return False
 
 
-def claim_at_least(name: str, value: float, bound: float, unit: str = "", *, kind: Kind = "training", measured: str = "") -> bool:
+def claim_at_least(
+    name: str, value: float, bound: float, unit: str = "", *, kind: Kind = "training", measured: str = "", why: str = ""
+) -> bool:
     """``value >= bound``: prints ``✔ claim holds: NAME is at least BOUND``."""
     value = _number(name, value)
     return claim(
@@ -196,6 +200,7 @@ def claim_at_least(name: str, value: float, bound: float, unit: str = "", *, kin
         _nan_evidence(name, value) + f"measured {value:.6g}{unit}, below {_fmt(bound)}{unit}",
         kind=kind,
         measured=measured,
+        why=why,
     )
 
 

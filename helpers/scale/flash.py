@@ -17,7 +17,8 @@ every step):
   tile's probabilities instead of storing them (``tile_backward``: one tile's share); ``flash_attention`` wraps both
   as an autograd function;
 - ``attention_with_lse``: the naive version (the whole score matrix at once), to compare with;
-- ``tile_counts``: how many tiles a causal mask lets the loop skip.
+- ``tile_counts``: how many tiles a causal mask lets the loop skip; ``cpu_kernel_blocks``: the block sizes of
+  PyTorch's fused CPU kernel, whose causal skipping works on those blocks.
 
 Shapes: leading axes ``...`` (batch, heads), queries ``n``, keys ``m``, head width ``d``, value width ``d_v``.
 """
@@ -43,6 +44,7 @@ __all__ = [
     "flash_attention",
     "FlashAttentionFunction",
     "tile_counts",
+    "cpu_kernel_blocks",
 ]
 
 
@@ -319,3 +321,14 @@ def tile_counts(n: int, m: int, block_q: int, block_k: int, causal: bool = False
         return rows * cols, rows * cols
     computed = sum(sum(1 for j0 in range(0, m, block_k) if j0 < min(i0 + block_q, n)) for i0 in range(0, n, block_q))
     return computed, rows * cols
+
+
+def cpu_kernel_blocks(n: int) -> tuple[int, int]:
+    """``(block_q, block_k)``: the tiles of PyTorch's fused CPU attention kernel for ``n`` queries (``SDPBackend.FLASH_ATTENTION``
+    on the CPU; ``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``, ``flash_attention_kernel_impl``): 256 queries
+    from n = 768 on, 64 from 192, else 32, by 512 keys. Under a causal mask it computes, for each query block, every
+    key block that starts at or before the block's last query, whole (the part above the diagonal set to -inf), so
+    ``tile_counts(n, n, *cpu_kernel_blocks(n), causal=True)`` counts the blocks it computes."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    return (256 if n >= 768 else 64 if n >= 192 else 32), 512
