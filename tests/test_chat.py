@@ -85,6 +85,14 @@ def test_unknown_tensor_names_are_clear(file):
         file.tensor("blk.0.attn_qkv.weight")
 
 
+def test_a_dequantizer_may_return_its_weights_flat(file):
+    """The check accepts the weights flat, (n * 32,); the reader builds the same matrix from them."""
+    flat = {"Q4_1": lambda blocks: quant.dequantize_q4_1(blocks).reshape(-1)}
+    assert torch.equal(file.tensor("blk.0.attn_k.weight", flat), file.tensor("blk.0.attn_k.weight"))
+    with pytest.raises(ValueError, match="gave shape"):
+        file.tensor("blk.0.attn_k.weight", {"Q4_1": lambda blocks: quant.dequantize_q4_1(blocks)[:, :16]})
+
+
 # ---------------------------------------------------------------- quantization
 
 

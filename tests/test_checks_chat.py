@@ -35,6 +35,17 @@ def nibbles(packed):
 # ---------------------------------------------------------------- Q8_0
 
 
+def q8_struct(blocks):  # byte by byte with struct, as one would in plain Python
+    import struct
+
+    rows = []
+    for row in blocks.tolist():
+        raw = bytes(row)
+        d = struct.unpack("<e", raw[:2])[0]
+        rows.append([d * q for q in struct.unpack("<32b", raw[2:])])
+    return torch.tensor(rows, dtype=torch.float32)
+
+
 def q8_numpy(blocks):  # through numpy, as gguf does
     raw = blocks.numpy()
     d = raw[:, :2].copy().view(np.float16).astype(np.float32)
@@ -48,6 +59,11 @@ Q8_RIGHT = [
     lambda b: (b[:, 2:].contiguous().view(torch.int8).to(torch.float32) * f16(b, 0)).reshape(-1),  # flat: fine
     lambda b: torch.where(b[:, 2:] > 127, b[:, 2:].int() - 256, b[:, 2:].int()).float() * f16(b, 0),
     q8_numpy,
+    lambda b: f16(b, 0) * b[:, 2:].to(torch.int8).float(),  # .to(int8) wraps 255 to -1, as a view does
+    q8_struct,
+    lambda b: (lambda s, q: s.contiguous().view(torch.float16).float() * q.contiguous().view(torch.int8).float())(
+        *b.split([2, 32], dim=1)
+    ),
 ]
 
 
@@ -59,6 +75,21 @@ def test_q8_0_right_answers_pass(answer):
 def test_q8_0_stub_not_attempted(capsys):
     assert_not_attempted(check_dequantize_q8_0, stub, capsys)
     assert_not_attempted(check_dequantize_q8_0, ..., capsys)
+
+
+def q8_partial(blocks):  # the scale read, the stub's raise still below it
+    d = blocks[:, 0:2].contiguous().view(torch.float16).float()  # noqa: F841 (partial work)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def chat_partial(messages, add_generation_prompt=True):
+    text = f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"  # noqa: F841 (partial work)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def test_partial_work_is_not_called_not_attempted():
+    assert_caught(check_dequantize_q8_0, q8_partial, "partial work")
+    assert_caught(check_chat_prompt, chat_partial, "partial work")
 
 
 Q8_MISTAKES = [
@@ -84,6 +115,23 @@ Q8_MISTAKES = [
     (lambda b: torch.cat(nibbles(b[:, 2:]), dim=1).float() * f16(b, 0), ["two 4-bit codes"]),
     (lambda b: f16(b, 0) * b[:, 2:].contiguous().view(torch.int8).float() + 1, ["differs from the reference"]),
     (lambda b: (f16(b, 0) * b[:, 2:].contiguous().view(torch.int8).float()).numpy(), ["torch.Tensor", "from_numpy"]),
+    (lambda b: f16(b, 0) * (b[:, 2:].float() - 128), ["minus 128", "int8"]),
+    (lambda b: f16(b, 0) * b[:, 2:].contiguous().view(torch.int8).float().abs(), ["lost their sign"]),
+    (lambda b: b[:, 0:1].float() * b[:, 2:].contiguous().view(torch.int8).float(), ["scale is wrong", "float16"]),
+    (
+        lambda b: b[:, :2].contiguous().view(torch.int16).float() * b[:, 2:].contiguous().view(torch.int8).float(),
+        ["scale is wrong", "codes are read right"],
+    ),
+    (
+        lambda b: b[:, 1:3].contiguous().view(torch.float16).float() * b[:, 3:].contiguous().view(torch.int8).float(),
+        ["byte 3", "blocks[:, 2:]"],
+    ),
+    (lambda b: (f16(b, 0) * b[:, 2:].contiguous().view(torch.int8).float()).T, ["blocks along the columns", "no .T"]),
+    (lambda b: (f16(b, 0) * b[:, 2:].contiguous().view(torch.int8).float())[:, None], ["(48, 1, 32)", "reshape"]),
+    (
+        lambda b: (b[:, :2].contiguous().view(torch.float16) * b[:, 2:].contiguous().view(torch.int8).half()).float(),
+        ["computed in float16 and converted"],
+    ),
 ]
 
 
@@ -109,6 +157,14 @@ def q4_1_loop(b):  # weight by weight, as a C loop would
     return out
 
 
+def q4_1_numpy(b):  # numpy views, as gguf's reader does
+    raw = b.numpy()
+    d = raw[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = raw[:, 2:4].copy().view(np.float16).astype(np.float32)
+    q = np.concatenate([raw[:, 4:] & 0x0F, raw[:, 4:] >> 4], axis=1).astype(np.float32)
+    return torch.from_numpy(d * q + m)
+
+
 Q4_RIGHT = [
     quant.dequantize_q4_1,
     q4_1,
@@ -116,6 +172,9 @@ Q4_RIGHT = [
     lambda b: torch.addcmul(f16(b, 2), f16(b, 0), torch.cat(nibbles(b[:, 4:]), dim=1).float()),  # fused: one rounding
     lambda b: (f16(b, 0).double() * torch.cat(nibbles(b[:, 4:]), dim=1).double() + f16(b, 2).double()).float(),
     lambda b: f16(b, 2) + torch.cat([b[:, 4:] % 16, b[:, 4:] // 16], dim=1).float() * f16(b, 0),
+    lambda b: f16(b, 0) * torch.stack(nibbles(b[:, 4:]), dim=1).reshape(-1, 32).float() + f16(b, 2),
+    q4_1_numpy,
+    lambda b: f16(b, 0) * torch.cat([b[:, 4:].int() & 15, (b[:, 4:].int() >> 4) & 15], dim=1).float() + f16(b, 2),
 ]
 
 
@@ -128,8 +187,8 @@ def test_q4_1_stub_not_attempted(capsys):
     assert_not_attempted(check_dequantize_q4_1, stub, capsys)
 
 
-def codes(b, order="cat"):
-    low, high = nibbles(b[:, 4:])
+def codes(b, order="cat", offset=4):
+    low, high = nibbles(b[:, offset:])
     if order == "interleave":
         return torch.stack([low, high], dim=-1).flatten(1).float()
     if order == "high first":
@@ -175,7 +234,23 @@ Q4_MISTAKES = [
         lambda b: b[:, :2].contiguous().view(torch.float16) * codes(b).half() + b[:, 2:4].contiguous().view(torch.float16),
         ["float16"],
     ),
-    (lambda b: f16(b, 0) * codes(b) + f16(b, 2) + 1e-3, ["differs from the reference"]),
+    (lambda b: f16(b, 0) * codes(b) + f16(b, 2) + 1e-3, ["scale (and minimum) is wrong"]),  # the minimum is off
+    (lambda b: f16(b, 0) * codes(b) + f16(b, 2) + torch.arange(32) * 1e-3, ["differs from the reference"]),
+    (
+        lambda b: (
+            f16(b, 0) * torch.cat([b[:, 4:].view(torch.int8) & 15, b[:, 4:].view(torch.int8) >> 4], dim=1).float() + f16(b, 2)
+        ),
+        ["signed (int8)", "sign bit"],
+    ),
+    (lambda b: f16(b, 0) * torch.cat([b[:, 4:] % 16, b[:, 4:] / 16], dim=1).float() + f16(b, 2), ["as a float", "// 16"]),
+    (lambda b: f16(b, 0) * torch.cat([b[:, 4:] & 15, b[:, 4:] & 15], dim=1).float() + f16(b, 2), ["low nibbles were used twice"]),
+    (
+        lambda b: f16(b, 0) * torch.cat([b[:, 4:] >> 4, b[:, 4:] >> 4], dim=1).float() + f16(b, 2),
+        ["high nibbles were used twice"],
+    ),
+    (lambda b: f16(b, 0) * codes(b, offset=2)[:, :32] + f16(b, 2), ["from byte 2 on"]),
+    (lambda b: (f16(b, 0) * codes(b) + f16(b, 2)).T, ["blocks along the columns"]),
+    (lambda b: b[:, 0:1].float() * codes(b) + b[:, 2:3].float(), ["scale (and minimum) is wrong"]),
 ]
 
 
@@ -199,10 +274,37 @@ def by_stack(w, heads):
     return torch.stack([first, second], dim=2).reshape(w.shape)
 
 
+def by_loop(w, heads):  # row by row
+    d = w.shape[0] // heads
+    rows = []
+    for h in range(heads):
+        for i in range(d // 2):
+            rows += [w[h * d + i], w[h * d + d // 2 + i]]
+    return torch.stack(rows)
+
+
+def by_numpy(w, heads):
+    a = w.numpy()
+    d = a.shape[0] // heads
+    return torch.from_numpy(a.reshape(heads, 2, d // 2, -1).swapaxes(1, 2).reshape(a.shape).copy())
+
+
+def by_slices(w, heads):  # even rows from the first half, odd rows from the second
+    d = w.shape[0] // heads
+    out = torch.empty_like(w)
+    for h in range(heads):
+        out[h * d : (h + 1) * d : 2] = w[h * d : h * d + d // 2]
+        out[h * d + 1 : (h + 1) * d : 2] = w[h * d + d // 2 : (h + 1) * d]
+    return out
+
+
 PERMUTE_RIGHT = [
     halves_to_pairs,
     by_index,
     by_stack,
+    by_loop,
+    by_numpy,
+    by_slices,
     lambda w, h: w.view(h, 2, -1, w.shape[-1]).permute(0, 2, 1, 3).reshape(w.shape),
 ]
 
@@ -227,6 +329,18 @@ PERMUTE_MISTAKES = [
     (lambda w, h: halves_to_pairs(w.T, h).T if w.shape[0] == w.shape[1] else halves_to_pairs(w, h), ["columns"]),
     (lambda w, h: halves_to_pairs(w, h) * 1.001, ["differs from the reference"]),
     (lambda w, h: halves_to_pairs(w, h).numpy(), ["torch.Tensor"]),
+    (lambda w, h: w.reshape(2, h, -1, w.shape[1]).permute(1, 2, 0, 3).reshape(w.shape), ["as one head"]),
+    (lambda w, h: w.reshape(h, 2, -1, w.shape[1]).permute(2, 0, 1, 3).reshape(w.shape), ["heads were mixed"]),
+    (lambda w, h: w.reshape(h, 2, -1, w.shape[1]).transpose(1, 2), ["reshape back to w.shape"]),
+    (lambda w, h: w.reshape(h, 2, -1, w.shape[1]).transpose(1, 2).view(w.shape), [".reshape", "contiguous"]),
+    (lambda w, h: halves_to_pairs(w, h).float(), ["float32", "same dtype"]),
+    (lambda w, h: w.copy_(halves_to_pairs(w, h)), ["in place"]),
+    (
+        lambda w, h: torch.cat([w.reshape(h, -1, w.shape[1])[:, 0::2], w.reshape(h, -1, w.shape[1])[:, 1::2]], 1).reshape(
+            w.shape
+        ),
+        ["inverse"],
+    ),
 ]
 
 
@@ -255,7 +369,25 @@ def chat_lines(messages, add_generation_prompt=True):
     return text + "<|im_start|>assistant\n" * add_generation_prompt
 
 
-CHAT_RIGHT = [chat_prompt, chat_join, chat_lines]
+def chat_copy_insert(messages, add_generation_prompt=True):  # a copy of the list, the system message inserted
+    messages = list(messages)
+    if messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
+    parts = ["<|im_start|>" + m["role"] + "\n" + m["content"] + "<|im_end|>\n" for m in messages]
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def chat_jinja(messages, add_generation_prompt=True):  # the file's own template, rendered with jinja2
+    import jinja2
+
+    from helpers.chat.gguf import open_smollm2
+
+    return jinja2.Template(open_smollm2().chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt)
+
+
+CHAT_RIGHT = [chat_prompt, chat_join, chat_lines, chat_copy_insert, chat_jinja]
 
 
 @pytest.mark.parametrize("answer", CHAT_RIGHT)
@@ -271,6 +403,32 @@ def variant(**changes):
     from helpers.checks.chat import _template_variant
 
     return _template_variant(**changes)
+
+
+def chat_mutating(messages, add_generation_prompt=True):  # inserts the system message into the caller's list
+    if messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
+    return chat_prompt(messages, add_generation_prompt)
+
+
+def chat_joined(messages, add_generation_prompt=True):  # "\n".join: no newline after the last message
+    if messages[0]["role"] != "system":
+        messages = [{"role": "system", "content": DEFAULT_SYSTEM}, *messages]
+    text = "\n".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>" for m in messages)
+    return text + ("\n<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+def chat_renamed(messages, add_generation_prompt=True):  # human and bot, as other chat formats name them
+    names = {"user": "human", "assistant": "bot"}
+    text = chat_prompt([{"role": names.get(m["role"], m["role"]), "content": m["content"]} for m in messages], False)
+    return text + ("<|im_start|>bot\n" if add_generation_prompt else "")
+
+
+def chat_system_last(messages, add_generation_prompt=True):  # the default system message after the conversation
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    if messages[0]["role"] != "system":
+        text += f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"
+    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
 CHAT_MISTAKES = [
@@ -289,6 +447,24 @@ CHAT_MISTAKES = [
     (lambda messages, add_generation_prompt=True: chat_prompt(messages, add_generation_prompt).strip(), ["first differ"]),
     (lambda messages, add_generation_prompt=True: [1, 2, 3], ["token ids", "str"]),
     (lambda messages, add_generation_prompt=True: None, ["NoneType", "str"]),
+    (
+        lambda m, g=True: (
+            ("<|im_start|>system\n" + DEFAULT_SYSTEM + "<|im_end|>\n" if m[0]["role"] != "system" else "") + chat_prompt(m, g)
+        ),
+        ["appears twice"],
+    ),
+    (chat_mutating, ["changed the list", "copy"]),
+    (lambda m, g=True: chat_prompt([{"role": x["role"], "content": x["content"].strip()} for x in m], g), ["stripped"]),
+    (lambda m, g=True: chat_prompt(m, False) + ("<|im_start|>assistant\n<|im_end|>\n" if g else ""), ["closed right away"]),
+    (chat_joined, ["last message lacks its newline"]),
+    (lambda m, g=True: chat_prompt(m, g).replace("<|im_end|>\n", "<|im_end|>\n\n"), ["blank line"]),
+    (lambda m, g=True: chat_prompt(m, g).replace("<|im_start|>", "<|im_start|> "), ["space after <|im_start|>"]),
+    (lambda m, g=True: chat_prompt(m, False) + ("<|im_start|>user\n" if g else ""), ["<|im_start|>user\\n"]),
+    (lambda m, g=True: chat_prompt(m[-1:], g), ["only the last message"]),
+    (lambda m, g=True: chat_prompt(m, g) + "<|endoftext|>", ["ends with <|endoftext|>"]),
+    (lambda m, g=True: "<|endoftext|>" + chat_prompt(m, g), ["starts with <|endoftext|>"]),
+    (chat_renamed, ["renamed"]),
+    (chat_system_last, ["comes last"]),
 ]
 
 
@@ -324,7 +500,45 @@ def q4_half_scale(x):  # the codes from the float16 scale the file stores
     return d, torch.trunc(x * inverse(d) + 8.5).clamp(0, 15).to(torch.int64)
 
 
-QUANT_RIGHT = [quant.quantize_q4_0_codes, q4_round, q4_divide, q4_half_scale]
+def q4_numpy(x):  # numpy, as gguf's quantizer does
+    a = x.numpy()
+    m = a[np.arange(len(a)), np.abs(a).argmax(1)][:, None]
+    d = m / -8
+    inv = np.where(d == 0, 0, 1 / np.where(d == 0, 1, d))
+    return torch.from_numpy(d), torch.from_numpy(np.clip(np.trunc(a * inv + 8.5), 0, 15).astype(np.uint8))
+
+
+def q4_loop(x):  # block by block
+    ds, qs = [], []
+    for row in x:
+        d = row[row.abs().argmax()] / -8
+        qs.append(torch.clamp(torch.trunc(row * (0.0 if d == 0 else 1 / d) + 8.5), 0, 15))
+        ds.append(d)
+    return torch.stack(ds)[:, None], torch.stack(qs).long()
+
+
+def q4_sign_times_max(x):  # the sign and the magnitude apart
+    amax, where = x.abs().max(dim=1, keepdim=True)
+    d = -torch.sign(x.gather(1, where)) * amax / 8
+    return d, torch.trunc(x * inverse(d) + 8.5).clamp(0, 15).long()
+
+
+def q4_nan_to_num(x):  # x / d, the NaNs of a block of zeros turned into 0 afterwards
+    d = extreme(x) / -8
+    return d, torch.nan_to_num(x / d, nan=0.0).add(8.5).trunc().clamp(0, 15).int()
+
+
+QUANT_RIGHT = [
+    quant.quantize_q4_0_codes,
+    q4_round,
+    q4_divide,
+    q4_half_scale,
+    q4_numpy,
+    q4_loop,
+    q4_sign_times_max,
+    q4_nan_to_num,
+    lambda x: ((extreme(x) / -8).half(), quant.quantize_q4_0_codes(x)[1]),  # the scale as the file stores it
+]
 
 
 @pytest.mark.parametrize("answer", QUANT_RIGHT)
@@ -371,6 +585,19 @@ QUANT_MISTAKES = [
     (lambda x: (extreme(x) / -8, x * inverse(extreme(x) / -8) + 8.5), ["not whole numbers"]),
     (lambda x: (extreme(x)[:1] / -8, quant.quantize_q4_0_codes(x)[1]), ["one scale per block"]),
     (lambda x: (extreme(x) / -8, (quant.quantize_q4_0_codes(x)[1].long() + 2).clamp(0, 15)), ["codes differ from ggml's"]),
+    (with_scale(lambda x: -x.abs().amax(1, keepdim=True) / 8), ["negative in every block"]),
+    (with_scale(lambda x: x.amin(1, keepdim=True) / -8), ["smallest weight"]),
+    (with_scale(lambda x: extreme(x) / -7), ["divided by -7"]),
+    (with_scale(lambda x: extreme(x) / -15), ["divided by -15"]),
+    (with_codes(lambda s: torch.round(s).clamp(0, 15)), ["offset 8 is missing"]),
+    (with_codes(lambda s: torch.trunc(s - 7.5).clamp(0, 15)), ["offset 8 was subtracted"]),
+    (with_codes(lambda s: torch.round(s + 8.5).clamp(0, 15)), ["rounded up", "round(x / d + 8.5)"]),
+    (with_codes(lambda s: (torch.ceil(s) + 8).clamp(0, 15)), ["ceil"]),
+    (with_codes(lambda s: torch.trunc(s + 8.5).clamp(0, 16)), ["a code is 16"]),
+    (lambda x: quant.quantize_q4_0_codes(x)[::-1], ["returned (q, d)"]),
+    (lambda x: (extreme(x) / -8, quant.quantize_q4_0_codes(x)[1].T), ["no .T"]),
+    (lambda x: (extreme(x)[:, 0] / -8, quant.quantize_q4_0_codes(x)[1]), ["keepdim=True"]),
+    (lambda x: ((extreme(x) / -8).T, quant.quantize_q4_0_codes(x)[1]), ["(1, 64)", "column"]),
 ]
 
 

@@ -50,11 +50,19 @@ def test_patch_loop_version_passes():
     assert check_patch_embedding(make_patch_embedding(loop)) is True
 
 
-def test_patch_stub_not_attempted(capsys):
-    def stub(self, x):
-        raise NotImplementedError
+class StubPatchEmbedding(nn.Module):  # the student notebook's cell as shipped
+    def __init__(self, patch_size, stride, d_model):
+        super().__init__()
+        self.patch_size, self.stride = patch_size, stride
+        self.proj = nn.Linear(patch_size, d_model)
 
-    assert_not_attempted(check_patch_embedding, make_patch_embedding(stub), capsys)
+    def forward(self, x):
+        """x (batch, length) -> (batch, num_patches, d_model): one projected window per patch."""
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def test_patch_stub_not_attempted(capsys):
+    assert_not_attempted(check_patch_embedding, StubPatchEmbedding, capsys)
     assert_not_attempted(check_patch_embedding, ..., capsys)
 
 
@@ -492,8 +500,8 @@ def choose_reference(runs):
     return min(healthy, key=lambda lr: runs[lr].val_loss[-1])
 
 
-def choose_sorted(runs):  # sorted, a strict boundary, NaN tested as x != x, the History read like a dict
-    ok = {lr: run["val_loss"] for lr, run in runs.items() if not any(v != v for v in run["val_loss"])}
+def choose_sorted(runs):  # sorted, a strict boundary, NaN tested as x != x and inf by abs, the History read like a dict
+    ok = {lr: run["val_loss"] for lr, run in runs.items() if not any(v != v or abs(v) == math.inf for v in run["val_loss"])}
     ok = {lr: losses for lr, losses in ok.items() if not losses[-1] >= 1.5 * min(losses)}
     return sorted(ok, key=lambda lr: ok[lr][-1])[0]
 
@@ -674,3 +682,368 @@ def test_new_checks_keep_the_stub_contract(check, capsys):
     assert_not_attempted(check, bare_stub, capsys)
     assert_caught(check, own_not_implemented, "not the exercise's stub", "dim=None is not supported")
     assert "not attempted" not in assert_caught(check, calls_a_module_list, "not the exercise's stub", "loop over it")
+
+
+# ---------------------------------------------------------------- an outside review: more of the likeliest mistakes
+
+
+class PartialPatchEmbedding(StubPatchEmbedding):
+    def forward(self, x):
+        patches = x.unfold(1, self.patch_size, self.stride)  # noqa: F841 (the learner stopped here)
+        raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _first_n_windows(self, x):
+    n = (x.shape[1] - self.patch_size) // self.stride + 1
+    return self.proj(torch.stack([x[:, i : i + self.patch_size] for i in range(n)], 1))
+
+
+def _new_linear(self, x):
+    return nn.Linear(self.patch_size, self.proj.out_features).to(x.dtype)(x.unfold(1, self.patch_size, self.stride))
+
+
+REVIEW_PATCH_MISTAKES = [
+    (
+        make_patch_embedding(lambda self, x: self.proj(x.unsqueeze(1).unfold(2, self.patch_size, self.stride))),
+        ["extra axis of size 1"],
+    ),
+    (
+        make_patch_embedding(lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride).transpose(1, 2))),
+        ["were transposed"],
+    ),
+    (
+        make_patch_embedding(lambda self, x: self.proj(x.T.unfold(0, self.patch_size, self.stride))),
+        ["batch axis and the patch axis are swapped"],
+    ),
+    (make_patch_embedding(_first_n_windows), ["starts at sample i instead of i * stride"]),
+    (make_patch_embedding(_new_linear), ["does not depend on self.proj", "created inside forward"]),
+    (
+        make_patch_embedding(lambda self, x: self.proj(F.pad(x, (0, self.stride)).unfold(1, self.patch_size, self.stride))),
+        ["one too many"],
+    ),
+    (make_patch_embedding(lambda self, x: self.proj(x.unfold(1, self.patch_size, self.stride)).mean(1)), ["patches were pooled"]),
+    (make_patch_embedding(lambda self, x: torch.relu(self.proj(x.unfold(1, self.patch_size, self.stride)))), ["an activation"]),
+    (PartialPatchEmbedding, ["partial work", "not an exercise left untouched"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", REVIEW_PATCH_MISTAKES)
+def test_review_patch_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_patch_embedding, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def test_review_patch_right_answers_pass():
+    def zeros_loop(self, x):
+        n = (x.shape[1] - self.patch_size) // self.stride + 1
+        out = torch.zeros(x.shape[0], n, self.patch_size, dtype=x.dtype, device=x.device)
+        for i in range(n):
+            out[:, i] = x[:, i * self.stride : i * self.stride + self.patch_size]
+        return self.proj(out)
+
+    def as_strided(self, x):
+        n = (x.shape[1] - self.patch_size) // self.stride + 1
+        return self.proj(x.as_strided((x.shape[0], n, self.patch_size), (x.stride(0), self.stride * x.stride(1), x.stride(1))))
+
+    def einsum(self, x):
+        return torch.einsum("bnp,dp->bnd", x.unfold(1, self.patch_size, self.stride), self.proj.weight) + self.proj.bias
+
+    def transposed_weight(self, x):
+        return x.unfold(1, self.patch_size, self.stride) @ self.proj.weight.T + self.proj.bias
+
+    for right in (zeros_loop, as_strided, einsum, transposed_weight):
+        assert check_patch_embedding(make_patch_embedding(right)) is True, right.__name__
+
+
+def _forward_with(block=None, pool=None, norm=None):
+    def forward(model, x):
+        h = model.patch_embed(x)
+        if model.pooling == "cls":
+            h = torch.cat([model.cls_token.expand(x.shape[0], -1, -1), h], dim=1)
+        h = h + model.pos_embed
+        for b in model.blocks:
+            h = block(b, h) if block else b(h)
+        h = norm(model, h) if norm else model.norm(h)
+        pooled = pool(h) if pool else (h[:, 0] if model.pooling == "cls" else h.mean(dim=1))
+        return model.head(pooled)
+
+    return forward
+
+
+def forward_partial(model, x):
+    h = model.patch_embed(x)
+    if model.pooling == "cls":
+        h = torch.cat([model.cls_token.expand(x.shape[0], -1, -1), h], dim=1)
+    h = h + model.pos_embed  # noqa: F841 (the learner stopped here)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def forward_batch_of_two(model, x):
+    h = model.patch_embed(x)
+    if model.pooling == "cls":
+        h = torch.cat([model.cls_token.expand(2, -1, -1), h], dim=1)
+    h = h + model.pos_embed
+    for block in model.blocks:
+        h = block(h)
+    h = model.norm(h)
+    return model.head(h[:, 0] if model.pooling == "cls" else h.mean(dim=1))
+
+
+REVIEW_FORWARD_MISTAKES = [
+    (_forward_with(block=lambda b, h: h + b(h)), ["already adds its own residual"]),
+    (_forward_with(pool=lambda h: h.amax(1)), ["max-pooled"]),
+    (_forward_with(pool=lambda h: h[:, 0] if h.shape[1] == 7 else h.amax(1)), ["max-pooled", "pooling='mean'"]),
+    (_forward_with(norm=lambda m, h: F.layer_norm(h, h.shape[-1:])), ["without model.norm's learned weight"]),
+    (_forward_with(norm=lambda m, h: m.norm(m.norm(h))), ["applied twice"]),
+    (lambda model, x: forward_reference(model, x).argmax(-1), ["1 axes"]),
+    (forward_batch_of_two, ["expand it to the batch"]),
+    (forward_partial, ["partial work"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", REVIEW_FORWARD_MISTAKES)
+def test_review_forward_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_classifier_forward, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def test_review_forward_right_answers_pass():
+    def repeat_and_head_first(model, x):  # a linear head commutes with the mean, and with reading token 0
+        h = model.patch_embed(x)
+        if model.cls_token is not None:
+            h = torch.cat([model.cls_token.repeat(len(x), 1, 1), h], 1)
+        h = h + model.pos_embed
+        for block in model.blocks:
+            h = block(h)
+        logits = model.head(model.norm(h))  # (batch, tokens, classes)
+        return logits[:, 0] if model.pooling == "cls" else logits.mean(1)
+
+    def sequential_and_sum(model, x):
+        h = model.patch_embed(x)
+        if model.cls_token is not None:
+            h = torch.cat((model.cls_token.expand(x.size(0), *model.cls_token.shape[1:]), h), dim=-2)
+        h = model.norm(nn.Sequential(*model.blocks)(h + model.pos_embed))
+        return model.head(h[:, 0, :] if model.pooling == "cls" else h.sum(1) / h.shape[1])
+
+    def by_cls_token(model, x):  # the branch read off model.cls_token instead of model.pooling
+        h = model.patch_embed(x)
+        has_cls = model.cls_token is not None
+        if has_cls:
+            h = torch.cat([model.cls_token.expand(h.shape[0], -1, -1), h], dim=1)
+        h = h + model.pos_embed
+        for block in model.blocks:
+            h = block(h)
+        h = model.norm(h)
+        return model.head(h[:, 0] if has_cls else torch.mean(h, dim=1))
+
+    for right in (repeat_and_head_first, sequential_and_sum, by_cls_token):
+        assert check_classifier_forward(right) is True, right.__name__
+
+
+def step_partial(model, optimizer, x, y):
+    model.train()
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)  # noqa: F841 (the learner stopped here)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def step_new_optimizer(model, optimizer, x, y):
+    model.train()
+    own = torch.optim.Adam(model.parameters(), lr=1e-3)
+    own.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    own.step()
+    return loss.item()
+
+
+def step_by_hand(model, optimizer, x, y):
+    model.train()
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.01 * p.grad
+    return loss.item()
+
+
+def _step_returning(ret):
+    def step(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return ret(loss)
+
+    return step
+
+
+REVIEW_STEP_MISTAKES = [
+    (step_new_optimizer, ["not through the `optimizer` handed to train_step"]),
+    (step_by_hand, ["not through the `optimizer` handed to train_step"]),
+    (_step_returning(lambda loss: loss.item), ["returned builtin_function_or_method", "loss.item()"]),
+    (_step_returning(lambda loss: loss.detach()), ["returned a tensor"]),
+    (_step_returning(lambda loss: int(loss.item())), ["returned int"]),
+    (_step_returning(lambda loss: 0.5), ["the loss of the first step is 0.5"]),
+    (wrong_step(loss_fn=lambda z, y: F.mse_loss(z, F.one_hot(y, z.shape[-1]).to(z.dtype))), ["loss of the first step"]),
+    (step_partial, ["partial work"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", REVIEW_STEP_MISTAKES)
+def test_review_step_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_train_step, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def test_review_step_right_answers_pass():
+    def model_zero_grad(model, optimizer, x, y):
+        model.train()
+        model.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    def one_hot_targets(model, optimizer, x, y):  # probabilities as targets: the same cross-entropy
+        model.train()
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = F.cross_entropy(logits, F.one_hot(y, logits.shape[-1]).to(logits.dtype))
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    def gathered_log_probabilities(model, optimizer, x, y):
+        model.train()
+        optimizer.zero_grad()
+        loss = -F.log_softmax(model(x), dim=-1).gather(1, y[:, None]).mean()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    for right in (model_zero_grad, one_hot_targets, gathered_log_probabilities):
+        assert check_train_step(right) is True, right.__name__
+
+
+def _choose_healthy(healthy):
+    return lambda runs: min((lr for lr, run in runs.items() if healthy(run.val_loss)), key=lambda lr: runs[lr].val_loss[-1])
+
+
+def _healthy_runs(runs):
+    return [lr for lr, run in runs.items() if _finite(run.val_loss) and run.val_loss[-1] <= 1.5 * min(run.val_loss)]
+
+
+def choose_partial(runs):
+    healthy = [lr for lr, run in runs.items() if _finite(run.val_loss)]  # noqa: F841 (the learner stopped here)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+REVIEW_CHOOSE_MISTAKES = [
+    (_choose_healthy(lambda v: not any(math.isnan(x) for x in v) and v[-1] <= 1.5 * min(v)), ["infinite", "math.isfinite"]),
+    (_choose_healthy(lambda v: _finite(v) and v[-1] <= 1.5 * v[-2]), ["not with the epoch before"]),
+    (_choose_healthy(lambda v: _finite(v) and v[-1] <= 2.0 * min(v)), ["1.8 times its lowest"]),
+    (lambda runs: min(_healthy_runs(runs), key=lambda lr: sum(runs[lr].val_loss)), ["lowest average over its curve"]),
+    (
+        lambda runs: sorted(((lr, runs[lr]) for lr in _healthy_runs(runs)), key=lambda item: item[1].val_loss[-1])[0],
+        ["a pair (learning rate, run)"],
+    ),
+    (lambda runs: min(runs[lr].val_loss[-1] for lr in _healthy_runs(runs)), ["a validation loss, not a learning rate"]),
+    (lambda runs: _healthy_runs(runs), ["list of learning rates"]),
+    (
+        lambda runs: (lambda ok: min(ok, key=lambda lr: runs[lr].val_loss[-1]) if ok else None)(_healthy_runs(runs)),
+        ["returned None"],
+    ),
+    (choose_partial, ["partial work"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", REVIEW_CHOOSE_MISTAKES)
+def test_review_choose_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_choose_learning_rate, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def test_review_choose_right_answers_pass():
+    def max_of_negative(runs):
+        return max(_healthy_runs(runs), key=lambda lr: -runs[lr].val_loss[-1])
+
+    def torch_isfinite(runs):
+        ok = [
+            lr
+            for lr, run in runs.items()
+            if torch.isfinite(torch.tensor(run.val_loss)).all() and run.val_loss[-1] <= 1.5 * min(run.val_loss)
+        ]
+        return min(ok, key=lambda lr: runs[lr].val_loss[-1])
+
+    def dict_get(runs):
+        last = {lr: runs[lr].val_loss[-1] for lr in _healthy_runs(runs)}
+        return min(last, key=last.get)
+
+    for right in (max_of_negative, torch_isfinite, dict_get):
+        assert check_choose_learning_rate(right) is True, right.__name__
+
+
+def summary_partial(weights):
+    rows = weights.mean(dim=1)
+    received = rows.mean(dim=1)  # noqa: F841 (the learner stopped here)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+REVIEW_SUMMARY_MISTAKES = [
+    (_summary(spread=lambda w, rows, r: _tv(w, r[:, None, None, :]).mean(dim=(1, 2))), ["each head's rows"]),
+    (_summary(spread=lambda w, rows, r: 0.5 * (rows - r[:, None, :]).abs().mean(-1).mean(-1)), ["averaged over the keys"]),
+    (_summary(spread=lambda w, rows, r: torch.linalg.norm(rows - r[:, None, :], dim=-1).mean(-1)), ["Euclidean"]),
+    (_summary(spread=lambda w, rows, r: rows.std(1).mean(-1)), ["standard deviation"]),
+    (_summary(received=lambda w, rows: rows[:, 0]), ["only the first query"]),
+    (_summary(spread=lambda w, rows, r: _tv(rows, r[:, None, :])), ["2 axes"]),
+    (_summary(received=lambda w, rows: rows.mean(1, keepdim=True)), ["3 axes"]),
+    (lambda w: tuple(t.numpy() for t in summary_reference(w)), ["ndarray"]),
+    (summary_partial, ["partial work"]),
+]
+
+
+@pytest.mark.parametrize("wrong, phrases", REVIEW_SUMMARY_MISTAKES)
+def test_review_summary_mistakes_are_named(wrong, phrases):
+    message = assert_caught(check_attention_summary, wrong, *phrases)
+    assert "not attempted" not in message
+
+
+def test_review_summary_right_answers_pass():
+    def permuted(weights):
+        received = weights.permute(0, 2, 1, 3).mean((1, 2))  # (batch, n)
+        return received, 0.5 * (weights.mean(1) - received[:, None]).abs().sum(-1).mean(-1)
+
+    def queries_first(weights):
+        received = weights.mean(2).mean(1)  # (batch, n)
+        return received, (weights.mean(1) - received.unsqueeze(-2)).abs().sum(dim=-1).mean(dim=-1) / 2
+
+    def l1_norm(weights):
+        received = weights.mean(dim=[1, 2])  # (batch, n)
+        return received, 0.5 * torch.norm(weights.mean(1) - received[:, None, :], p=1, dim=-1).mean(-1)
+
+    def in_float32(weights):  # a float32 answer is judged at float32's precision
+        rows = weights.float().mean(1)
+        received = rows.mean(1)
+        return received, 0.5 * (rows - received[:, None, :]).abs().sum(-1).mean(-1)
+
+    for right in (permuted, queries_first, l1_norm, in_float32):
+        assert check_attention_summary(right) is True, right.__name__
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_review_learner_code_runs_on_cuda_tensors():
+    """What passed its check also runs on the device tensors of the notebook (a learner on a GPU)."""
+    from helpers.models.classifier import TransformerClassifier, attention_summary
+
+    model = TransformerClassifier().cuda().eval()
+    x = torch.randn(3, 40, device="cuda")
+    with torch.no_grad():
+        logits = forward_reference(model, x)  # (3, 10)
+        assert logits.device.type == "cuda" and logits.shape == (3, 10)
+        received, spread = attention_summary(model.attention_maps(x)[-1])  # (3, 17), (3,)
+    assert received.device.type == "cuda" and spread.shape == (3,)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    assert isinstance(train_step(model, optimizer, x, torch.tensor([0, 1, 2], device="cuda")), float)

@@ -181,8 +181,8 @@ class GGUFFile:
         table = DEQUANTIZERS if dequantize is None else {**DEQUANTIZERS, **dequantize}
         if info.kind not in table:
             raise DataError(f"{name} is {info.kind}, which this reader cannot dequantize (it knows {sorted(table)})")
-        values = table[info.kind](info.bytes_tensor())  # (n_blocks, 32)
-        if tuple(values.shape) != (info.count // BLOCK, BLOCK):
+        values = table[info.kind](info.bytes_tensor())  # (n_blocks, 32), or the same weights flat
+        if values.numel() != info.count or values.dim() not in (1, 2) or (values.dim() == 2 and values.shape[1] != BLOCK):
             raise ValueError(
                 f"dequantizing {name} ({info.kind}, {info.count // BLOCK:,} blocks) gave shape {tuple(values.shape)}, "
                 f"not ({info.count // BLOCK:,}, {BLOCK})"

@@ -23,7 +23,9 @@ from helpers.chat.chat import chat_prompt as _chat_prompt
 from helpers.chat.gguf import gguf_module
 from helpers.chat.model import halves_to_pairs as _halves_to_pairs
 from helpers.chat.model import pairs_to_halves as _pairs_to_halves
-from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, expect_tensor
+from helpers.checks._core import ExerciseFailed, call_attempt, exercise, expect_close, expect_tensor
+
+call = call_attempt  # code left before the stub's raise is partial work, a named failure, not "not attempted"
 
 __all__ = ["check_dequantize_q8_0", "check_dequantize_q4_1", "check_halves_to_pairs", "check_chat_prompt", "check_quantize_q4_0"]
 
@@ -70,6 +72,8 @@ _SHAPE_HINTS = {
         30: "the scale was read as 4 bytes (float32?): it is float16, the first 2 bytes, then 32 one-byte codes",
         34: "every byte became a code: the first 2 bytes are the float16 scale, the 32 after them the codes",
         33: "the scale took 1 byte: it is float16, 2 bytes",
+        31: "the codes started at byte 3: the scale is bytes 0-1, and the 32 codes are bytes 2-33, blocks[:, 2:]",
+        32: None,
         16: "each byte was read as two 4-bit codes: Q8_0's codes are whole signed bytes (int8), one per weight",
         64: "each byte was read as two 4-bit codes: Q8_0's codes are whole signed bytes (int8), one per weight",
     },
@@ -80,18 +84,55 @@ _SHAPE_HINTS = {
         "16 after them hold codes",
         36: "the minimum's 2 bytes were unpacked as codes: the scale and the minimum (2 bytes each) come first",
         20: "each byte gave one code: a byte holds two 4-bit codes, and the first 4 bytes are the scale and minimum",
+        18: "the codes were read from byte 2 on, and the minimum's bytes with them: the scale and the minimum are bytes 0-3, "
+        "the codes bytes 4-19",
+        32: None,
     },
 }
 
 
-def _expect_dequantized(answer: object, expected: Tensor, blocks: Tensor, kind: str, mistakes: dict[str, Tensor]) -> None:
+_NONFINITE = {
+    "Q8_0": "some weights are infinite or NaN: the scale is a float16 (.view(torch.float16) on bytes 0-1); read as "
+    "another type, some byte pairs mean inf or NaN",
+    "Q4_1": "some weights are infinite or NaN: the scale and the minimum are float16 (.view(torch.float16) on bytes "
+    "0-1 and 2-3); read as another type, some byte pairs mean inf or NaN",
+}
+
+
+def _codes_right_scale_wrong(actual: Tensor, codes: Tensor, expected: Tensor, with_minimum: bool) -> bool:
+    """True when every block of ``actual`` is ``a * codes (+ b)`` for numbers a (and b) of its own, though not the file's:
+    the codes are read right, the scale (or the minimum) is not."""
+    a = actual.detach().cpu().double()
+    q = codes.double()
+    if a.shape != q.shape or not bool(torch.isfinite(a).all()):
+        return False
+    x = torch.stack([q, torch.ones_like(q)], dim=-1) if with_minimum else q[..., None]  # (n, 32, 1 or 2)
+    fit = torch.linalg.lstsq(x, a[..., None]).solution  # (n, 1 or 2, 1)
+    rebuilt = (x @ fit)[..., 0]  # (n, 32)
+    scale = a.abs().amax(1, keepdim=True).clamp_min(1e-30)  # (n, 1)
+    return bool(((rebuilt - a).abs() <= 1e-5 * scale + 1e-12).all()) and not torch.allclose(a, expected.double())
+
+
+def _expect_dequantized(
+    answer: object, expected: Tensor, blocks: Tensor, kind: str, mistakes: dict[str, Tensor], codes: Tensor
+) -> None:
     name = f"your {kind} weights"
     actual = expect_tensor(answer, name)
     n = blocks.shape[0]
     if actual.dim() == 1 and actual.numel() == n * quant.BLOCK:  # the weights in order, not cut into blocks: fine
         actual = actual.reshape(n, quant.BLOCK)
-    if actual.dim() == 2 and actual.shape[0] == n and actual.shape[1] in _SHAPE_HINTS[kind]:
+    if actual.dim() == 2 and actual.shape[0] == n and _SHAPE_HINTS[kind].get(actual.shape[1]):
         raise ExerciseFailed(f"{name} have shape {tuple(actual.shape)} for {n} blocks: {_SHAPE_HINTS[kind][actual.shape[1]]}")
+    if tuple(actual.shape) == (quant.BLOCK, n):
+        raise ExerciseFailed(
+            f"{name} have shape {tuple(actual.shape)}, the blocks along the columns: return one block per row, "
+            f"({n}, 32) (no .T: the scale of each block broadcasts along its row, d of shape (n, 1))"
+        )
+    if actual.numel() == n * quant.BLOCK and tuple(actual.shape) != (n, quant.BLOCK):
+        raise ExerciseFailed(
+            f"{name} have shape {tuple(actual.shape)}: return ({n}, 32), one block of 32 weights per row "
+            "(.reshape(n, 32) or drop the extra axis)"
+        )
     if not actual.is_floating_point():
         raise ExerciseFailed(
             f"{name} are {str(actual.dtype).replace('torch.', '')}: the weights are floats, the scale times the codes; "
@@ -102,7 +143,18 @@ def _expect_dequantized(answer: object, expected: Tensor, blocks: Tensor, kind: 
             f"{name} are {str(actual.dtype).replace('torch.', '')}: the scale is stored in float16, but the weights are "
             "computed in float32 (`.float()` on the scale before multiplying): float16 arithmetic rounds each product"
         )
-    expect_close(actual, expected, name, atol=1e-6, rtol=1e-5, mistakes=mistakes)
+    try:
+        expect_close(actual, expected, name, atol=1e-6, rtol=1e-5, mistakes=mistakes, nonfinite_hint=_NONFINITE[kind])
+    except ExerciseFailed as err:
+        if "differs from the reference" in str(err) and _codes_right_scale_wrong(actual, codes, expected, kind == "Q4_1"):
+            what = "scale (and minimum)" if kind == "Q4_1" else "scale"
+            where = "bytes 0-1 (d) and 2-3 (m)" if kind == "Q4_1" else "bytes 0-1"
+            raise ExerciseFailed(
+                f"{name} follow the codes, but each block's {what} is wrong: the codes are read right; the {what} "
+                f"is {where} read as float16, blocks[:, 0:2].contiguous().view(torch.float16).float() (not a byte, "
+                "an integer or another float type)"
+            ) from None
+        raise
     exact = actual.detach().cpu().double()
     if not torch.equal(exact, expected.double()):
         largest = (exact - expected.double()).abs().max().item()
@@ -136,8 +188,15 @@ def check_dequantize_q8_0(dequantize_q8_0) -> None:
         "the codes were divided by the scale: each weight is the scale times its code, d * q": codes / d,
         "the scale was taken from the last 2 bytes and the codes from the first 32: the scale comes first, bytes 0-1, "
         "then the 32 codes": _f16(blocks, 32) * blocks[:, :32].contiguous().view(torch.int8).float(),
+        "the codes were read as unsigned bytes minus 128 (offset binary): they are two's-complement int8, so the byte "
+        "0xff is -1, not 127; .view(torch.int8)": d * (blocks[:, 2:].float() - 128),
+        "the codes lost their sign (abs?): a code is a signed byte, -128..127, .view(torch.int8)": d * codes.abs(),
+        "the weights were computed in float16 and converted to float32 afterwards: float16 arithmetic rounds each "
+        "product; convert the scale and the codes with .float() first": (
+            blocks[:, :2].contiguous().view(torch.float16) * blocks[:, 2:].contiguous().view(torch.int8).half()
+        ).float(),
     }
-    _expect_dequantized(answer, expected, blocks, "Q8_0", mistakes)
+    _expect_dequantized(answer, expected, blocks, "Q8_0", mistakes, codes)
 
 
 # ---------------------------------------------------------------- Exercise: Q4_1
@@ -178,8 +237,20 @@ def check_dequantize_q4_1(dequantize_q4_1) -> None:
         ".view(torch.float16) on the two bytes as they are reads it right": _f16(blocks, 0, swap=True) * q
         + _f16(blocks, 2, swap=True),
         "the minimum is added before scaling: each weight is d * q + m, not d * (q + m)": d * (q + m),
+        "the packed bytes were read as signed (int8), so byte >> 4 keeps the sign bit and a high nibble of 8..15 comes "
+        "out negative: shift the uint8 bytes as they are (blocks[:, 4:] >> 4), or mask, (byte >> 4) & 0x0F": d
+        * torch.cat([(packed.view(torch.int8) & 0x0F).float(), (packed.view(torch.int8) >> 4).float()], dim=1)
+        + m,
+        "the high nibble was divided by 16 as a float, keeping a fraction (byte / 16): drop the low nibble with an "
+        "integer shift or division, byte >> 4 or byte // 16": d * torch.cat([low, packed.float() / 16], dim=1) + m,
+        "the low nibbles were used twice: codes 16-31 are the high nibbles, byte >> 4": d * torch.cat([low, low], dim=1) + m,
+        "the high nibbles were used twice: codes 0-15 are the low nibbles, byte & 0x0F": d * torch.cat([high, high], dim=1) + m,
+        "the codes were read from byte 2 on (the minimum's bytes taken as codes): the codes are bytes 4-19, after the "
+        "scale (0-1) and the minimum (2-3)": d
+        * torch.cat([blocks[:, 2:] & 0x0F, blocks[:, 2:] >> 4], dim=1)[:, : quant.BLOCK].float()
+        + m,
     }
-    _expect_dequantized(answer, expected, blocks, "Q4_1", mistakes)
+    _expect_dequantized(answer, expected, blocks, "Q4_1", mistakes, q)
 
 
 # ---------------------------------------------------------------- Exercise: the rows of Q and K
@@ -199,7 +270,16 @@ def check_halves_to_pairs(halves_to_pairs) -> None:
         answer = call(halves_to_pairs, w.clone(), heads, what=f"a ({heads} heads x {head_dim}, {columns}) matrix, heads={heads}")
         name = f"your permutation of a ({heads * head_dim}, {columns}) matrix of {heads} heads of {head_dim} rows"
         actual = expect_tensor(answer, name)
-        if actual.shape == w.shape and torch.equal(actual, w):
+        if actual.dtype != w.dtype:
+            raise ExerciseFailed(
+                f"{name} is {str(actual.dtype).replace('torch.', '')}, the matrix {str(w.dtype).replace('torch.', '')}: a "
+                "permutation only moves rows, so return the same dtype (no .float() or torch.tensor(...) on the way)"
+            )
+        if actual.dim() == 4 and actual.numel() == w.numel():
+            raise ExerciseFailed(
+                f"{name} has shape {tuple(actual.shape)}: after regrouping the rows, reshape back to w.shape, {tuple(w.shape)}"
+            )
+        if actual.shape == w.shape and torch.equal(actual.detach().cpu(), w):
             raise ExerciseFailed(
                 f"{name} returns the rows unchanged: inside each head, rows 0 .. d/2 - 1 and d/2 .. d - 1 (the halves "
                 "that rotate together in transformers' RoPE) must become neighbours, 0, d/2, 1, d/2 + 1, ..."
@@ -222,6 +302,10 @@ def check_halves_to_pairs(halves_to_pairs) -> None:
             "0, d/2, 1, d/2 + 1, ...": halves.flip(1).reshape(w.shape),
             "the whole matrix was permuted as one head: the permutation works head by head, "
             "w.reshape(heads, 2, d // 2, ...) with d = rows // heads": whole,
+            "the heads were mixed: the rows of different heads became neighbours; keep the head axis first, "
+            "(heads, d // 2, 2, columns), so that each head's rows stay together": halves.permute(2, 0, 1, 3).reshape(w.shape)
+            if heads > 1
+            else None,
         }
         for k, wrong in fixed.items():
             mistakes[
@@ -254,6 +338,11 @@ _CONVERSATIONS: tuple[tuple[str, list[dict[str, str]], bool], ...] = (
         True,
     ),
     ("add_generation_prompt=False", [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}], False),
+    (
+        "a message with spaces and newlines around its content",
+        [{"role": "user", "content": " Fix this:\ndef f(x):\n    return x\n"}],
+        True,
+    ),
 )
 
 
@@ -317,6 +406,69 @@ _TEMPLATE_MISTAKES: dict[str, Callable] = {
 }
 
 
+def _reference(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    return _chat_prompt(messages, add_generation_prompt)
+
+
+def _default_twice(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    first = f"{IM_START}system\n{DEFAULT_SYSTEM}{IM_END}\n" if messages and messages[0]["role"] != "system" else ""
+    return first + _reference(messages, add_generation_prompt)
+
+
+def _system_last(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    if not messages or messages[0]["role"] == "system":
+        return _reference(messages, add_generation_prompt)
+    text = _reference([{"role": "system", "content": ""}, *messages], False).split(f"{IM_END}\n", 1)[1]
+    return text + f"{IM_START}system\n{DEFAULT_SYSTEM}{IM_END}\n" + (f"{IM_START}assistant\n" if add_generation_prompt else "")
+
+
+def _stripped(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    return _reference([{"role": m["role"], "content": m["content"].strip()} for m in messages], add_generation_prompt)
+
+
+def _joined(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    text = _reference(messages, False).removesuffix("\n")
+    return text + (f"\n{IM_START}assistant\n" if add_generation_prompt else "")
+
+
+def _renamed(messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    names = {"user": "human", "assistant": "bot"}
+    text = _reference([{"role": names.get(m["role"], m["role"]), "content": m["content"]} for m in messages], False)
+    return text + (f"{IM_START}bot\n" if add_generation_prompt else "")
+
+
+_MORE_TEMPLATE_MISTAKES: dict[str, Callable] = {
+    "the default system message appears twice: put it in once, before the messages, and only when the first message "
+    "is not a system message": _default_twice,
+    "the default system message comes last: it comes first, before the conversation's messages": _system_last,
+    "the messages' content was changed (stripped of its spaces and newlines?): write each content exactly as given": (_stripped),
+    'the last message lacks its newline: every message, the last one too, ends with <|im_end|>\\n (a "\\n".join '
+    "puts newlines only between them)": _joined,
+    f"the messages are separated by a blank line: each message is {IM_START}role\\ncontent{IM_END}\\n, and the next "
+    f"starts right after it": _template_variant(after_end="\n\n"),
+    f"there is a space after {IM_START}: the role follows it directly, {IM_START}user": _template_variant(
+        role=lambda r: " " + r, generation=" assistant\n"
+    ),
+    "the roles were renamed (human, bot): write each message's role as it is given, and assistant for the generation "
+    "prompt": _renamed,
+    f"the assistant's opening is {IM_START}user\\n: the model writes the assistant's turn, {IM_START}assistant\\n": (
+        _template_variant(generation="user\n")
+    ),
+    f"the assistant's turn is closed right away ({IM_START}assistant\\n{IM_END}): the prompt ends open, "
+    f"{IM_START}assistant\\n, so that the model writes the turn and closes it itself": _template_variant(
+        generation=f"assistant\n{IM_END}\n"
+    ),
+    "only the last message was written: the prompt holds the whole conversation, every message in order": lambda m, g=True: (
+        _reference(m[-1:], g)
+    ),
+    "the prompt ends with <|endoftext|>: nothing follows the assistant's opening (or, without it, the last message's "
+    "newline)": lambda m, g=True: _reference(m, g) + "<|endoftext|>",
+    "the prompt starts with <|endoftext|>: SmolLM2's template starts with the first message, no start-of-text token": (
+        lambda m, g=True: "<|endoftext|>" + _reference(m, g)
+    ),
+}
+
+
 def _first_difference(got: str, want: str) -> str:
     i = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
     start = max(0, i - 30)
@@ -334,7 +486,13 @@ def check_chat_prompt(chat_prompt) -> None:
         template = None
     answers, expected = [], []
     for label, messages, generation in _CONVERSATIONS:
-        answer = call(chat_prompt, [dict(m) for m in messages], generation, what=f"{label} ({len(messages)} messages)")
+        given = [dict(m) for m in messages]
+        answer = call(chat_prompt, given, generation, what=f"{label} ({len(messages)} messages)")
+        if given != [dict(m) for m in messages]:
+            raise ExerciseFailed(
+                "chat_prompt changed the list of messages it was given (insert, append or an edited dict): the caller's "
+                "conversation would grow a system message; build the text, or work on a copy, list(messages)"
+            )
         if not isinstance(answer, str):
             extra = " (token ids? return the text; the tokenizer encodes it afterwards)" if isinstance(answer, list) else ""
             raise ExerciseFailed(f"chat_prompt returned {type(answer).__name__}{extra}: return the prompt as one str")
@@ -343,7 +501,7 @@ def check_chat_prompt(chat_prompt) -> None:
         expected.append(want)
     if answers == expected:
         return
-    for message, variant in _TEMPLATE_MISTAKES.items():
+    for message, variant in {**_TEMPLATE_MISTAKES, **_MORE_TEMPLATE_MISTAKES}.items():
         if answers == [variant(messages, generation) for _, messages, generation in _CONVERSATIONS]:
             raise ExerciseFailed(message)
     k = next(i for i, (a, b) in enumerate(zip(answers, expected, strict=True)) if a != b)
@@ -400,15 +558,31 @@ def check_quantize_q4_0(quantize_q4_0) -> None:
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
         raise ExerciseFailed(f"quantize_q4_0 should return two tensors, (d, q), got {type(answer).__name__}")
     d_answer, q_answer = answer
-    d = expect_tensor(d_answer, "your scale d").detach().cpu().double().reshape(-1)
-    if d.numel() != n:
-        raise ExerciseFailed(f"your scale d has {d.numel()} values for {n} blocks: one scale per block, shape (n, 1)")
+    d_tensor = expect_tensor(d_answer, "your scale d")
+    if d_tensor.numel() == n * quant.BLOCK and isinstance(q_answer, Tensor) and q_answer.numel() == n:
+        raise ExerciseFailed("quantize_q4_0 returned (q, d): return the scale first, then the codes, `return d, q`")
+    if d_tensor.numel() != n:
+        raise ExerciseFailed(f"your scale d has {d_tensor.numel()} values for {n} blocks: one scale per block, shape (n, 1)")
+    if tuple(d_tensor.shape) != (n, 1):
+        raise ExerciseFailed(
+            f"your scale d has shape {tuple(d_tensor.shape)}: keep it a column, ({n}, 1) (keepdim=True), so that d * (q - 8) "
+            "multiplies each block's 32 codes by that block's scale"
+        )
+    d = d_tensor.detach().cpu().double().reshape(-1)
     d_ref, q_ref = quant.quantize_q4_0_codes(x)  # (n, 1), (n, 32)
     ref = d_ref.double().reshape(-1)
     amax = x.abs().amax(1).double()
     scale_mistakes = {
         "the scale is positive in every block, max|x| / 8: divide the weight of largest magnitude with its sign by "
         "-8, so that it gets code 0 and the 16 codes reach it on its own side": amax / 8,
+        "the scale is negative in every block, -max|x| / 8: divide the weight of largest magnitude with its sign by -8 "
+        "(a block whose extreme weight is negative gets a positive scale)": -amax / 8,
+        "the scale is the smallest weight divided by -8, not the weight of largest magnitude: take the weight whose |x| "
+        "is largest, with its sign (x.gather(1, x.abs().argmax(1, keepdim=True)))": (x.amin(1) / -8).double(),
+        "the scale is divided by -7: Q4_0's codes stand for -8..7, and the weight of largest magnitude gets -8 (code 0), "
+        "so d = m / -8": ref * 8 / 7,
+        "the scale is divided by -15 (or 15): the codes stand for -8..7 around zero, so the weight of largest magnitude "
+        "is -8 steps, d = m / -8": ref * 8 / 15,
         "the scale is max|x| / 7, a symmetric -7..7: Q4_0 divides the weight of largest magnitude, with its sign, by -8, "
         "which uses all 16 codes": amax / 7,
         "the scale is divided by 8, not by -8: the weight of largest magnitude must get code 0 (x / d + 8.5 = 0.5), so "
@@ -431,15 +605,21 @@ def check_quantize_q4_0(quantize_q4_0) -> None:
             f"your scale of block {k} is {d[k].item():.6g}, expected {ref[k].item():.6g}: d = m / -8, where m is the block's "
             "weight of largest magnitude with its sign" + (" (a block of zeros has the scale 0)" if ref[k] == 0 else "")
         )
+    q_tensor = expect_tensor(q_answer, "your codes q")
+    if tuple(q_tensor.shape) == (quant.BLOCK, n):
+        raise ExerciseFailed(f"your codes have shape {tuple(q_tensor.shape)}: return one block per row, ({n}, 32), no .T")
     q = _codes(q_answer, n)
     inverse = torch.where(ref == 0, 0, 1 / torch.where(ref == 0, 1, ref))[:, None]  # (n, 1): 1 / d, 0 for d = 0
     scaled = x.double() * inverse + 8.5  # (n, 32)
     near_tie = (scaled - scaled.round()).abs() < 1e-3  # another correct rounding may land one code away
 
-    def same(a: Tensor, b: Tensor, rows: slice = slice(None)) -> bool:
-        """Equal codes in ``rows``, up to a step where the weight sits on a tie."""
+    near_step = (x.double() * inverse - (x.double() * inverse).round()).abs() < 1e-3  # where ceil and floor may flip
+
+    def same(a: Tensor, b: Tensor, rows: slice = slice(None), loose: bool = False) -> bool:
+        """Equal codes in ``rows``, up to a step where the weight sits on a tie (or, ``loose``, on a level)."""
         diff = (a[rows] - b[rows]).abs()
-        return not bool(((diff > 1) | ((diff == 1) & ~near_tie[rows])).any())
+        free = near_tie[rows] | near_step[rows] if loose else near_tie[rows]
+        return not bool(((diff > 1) | ((diff == 1) & ~free)).any())
 
     if same(q, q_ref.long()):
         return
@@ -459,13 +639,24 @@ def check_quantize_q4_0(quantize_q4_0) -> None:
             "when d is 0, so every weight of such a block gets the code 8"
         )
     code_mistakes = {
+        "the offset 8 is missing: a code stores the rounded x / d plus 8, so that -8..7 becomes 0..15, trunc(x / d + 8.5)": (
+            torch.round(x.double() * inverse).clamp(0, 15).long()
+        ),
+        "the offset 8 was subtracted: a code stores the rounded x / d plus 8, trunc(x / d + 8.5), so that -8..7 becomes "
+        "0..15": torch.trunc(x.double() * inverse - 7.5).clamp(0, 15).long(),
+        "the codes are rounded up, one step too high for most weights (ceil(x / d) + 8, or round(x / d + 8.5), which "
+        "rounds twice): the nearest code is ggml's trunc(x / d + 8.5), or round(x / d) + 8": (
+            torch.ceil(x.double() * inverse) + 8
+        )
+        .clamp(0, 15)
+        .long(),
         "the codes are truncated without rounding (trunc(x / d + 8), or floor(x / d) + 8): add 8.5, not 8, so that "
         "truncating rounds to the nearest code": torch.trunc(x.double() * inverse + 8).clamp(0, 15).long(),
         "the codes are rounded from x * d, not x / d: the scale d is the size of one step, so the code counts steps, "
         "x / d": torch.trunc(x.double() * ref[:, None] + 8.5).clamp(0, 15).long(),
     }
     for message, wrong in code_mistakes.items():
-        if same(q, wrong, slice(-1)):
+        if same(q, wrong, slice(-1), loose=True):
             raise ExerciseFailed(message)
     bad = ((q - q_ref.long()).abs() > 1) | (((q - q_ref.long()).abs() == 1) & ~near_tie)
     k, j = (int(i) for i in bad.nonzero()[0])

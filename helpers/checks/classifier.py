@@ -28,6 +28,7 @@ from helpers.checks._core import (
     expect_tensor,
     forbid_forward,
     is_stub_error,
+    more_than_the_stub,
     not_a_stub_message,
     require_attempt,
 )
@@ -41,6 +42,26 @@ __all__ = [
     "check_choose_learning_rate",
     "check_attention_summary",
 ]
+
+
+_PARTIAL = (
+    "it reached a `raise NotImplementedError` that is still in your code: the rest of the function is written, so this "
+    "is partial work, not an exercise left untouched; finish it (or remove the raise)"
+)
+
+
+def _attempt(fn, *args, source: object = None, what: str | None = None):
+    """``call``, except that the stub's ``NotImplementedError`` after real code (partial work) is a named failure.
+
+    ``source`` is the function whose body is read (a module's ``forward``, where ``fn`` is the module).
+    """
+    try:
+        return call(fn, *args, what=what)
+    except NotAttempted:
+        if not more_than_the_stub(source if source is not None else fn):
+            raise
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise ExerciseFailed(f"calling your `{name}` with {what}: {_PARTIAL}") from None
 
 
 # ---------------------------------------------------------------- patch embedding
@@ -71,6 +92,13 @@ def _patch_mistakes(x: Tensor, proj: nn.Linear, p: int, s: int) -> dict[str, Ten
         "each patch is reversed in time (flip): keep the samples in order, x[:, i*stride : i*stride + patch_size]": proj(
             good.flip(-1)
         ),
+        f"window i starts at sample i instead of i * stride (the stride is ignored in the loop): x[:, i * stride : "
+        f"i * stride + patch_size] for i in range({n}), or x.unfold(1, patch_size, stride)": proj(x.unfold(1, p, 1)[:, :n]),
+        "an activation was applied after the projection; the patch embedding is linear: return self.proj(patches)": torch.relu(
+            proj(good)
+        ),
+        "the batch axis and the patch axis are swapped (the windows were cut from x.T, or the result transposed): "
+        "return (batch, num_patches, d_model)": proj(good).transpose(0, 1),
     }
 
 
@@ -83,6 +111,13 @@ def _patch_error_hint(message: str, batch: int, length: int, p: int, s: int) -> 
             return (
                 f"self.proj was applied to the whole signal of {length} samples; cut it into windows first, "
                 f"patches = x.unfold(1, patch_size, stride), then self.proj(patches) maps each window of {p} samples"
+            )
+        n = (length - p) // s + 1
+        if width == n and n != s:
+            return (
+                f"self.proj received windows of shape (batch, patch_size, num_patches) = (..., {p}, {n}): the windows were "
+                "transposed. x.unfold(1, patch_size, stride) already puts each window's samples on the last axis, the one "
+                "nn.Linear acts on: apply self.proj to it as it is"
             )
         if width == s:
             return (
@@ -127,21 +162,82 @@ def check_patch_embedding(PatchEmbedding) -> None:
         x = torch.randn(batch, length, dtype=torch.float64)
         with torch.no_grad():
             try:
-                out = call(module, x.clone(), what=f"x of shape ({batch}, {length})")
+                out = _attempt(module, x.clone(), source=type(module).forward, what=f"x of shape ({batch}, {length})")
             except ExerciseFailed as err:
                 hint = _patch_error_hint(str(err), batch, length, p, s)
                 if hint:
                     raise ExerciseFailed(f"{str(err).rstrip('.')}. {hint}") from None
                 raise
             expected = _patch_reference(x, proj, p, s)
-            expect_close(
-                out,
-                expected,
-                f"{label}(x) with x ({batch}, {length})",
-                atol=1e-10,
-                rtol=1e-8,
-                mistakes=_patch_mistakes(x, proj, p, s),
-            )
+            _patch_shape_hint(out, expected, label)
+            try:
+                expect_close(
+                    out,
+                    expected,
+                    f"{label}(x) with x ({batch}, {length})",
+                    atol=1e-10,
+                    rtol=1e-8,
+                    mistakes=_patch_mistakes(x, proj, p, s),
+                )
+            except ExerciseFailed as err:
+                if "differs from the reference" in str(err) and _ignores_proj(module, x):
+                    raise ExerciseFailed(
+                        f"{label}(x) does not depend on self.proj's weights: a layer created inside forward "
+                        "(nn.Linear(...)(patches)) gets new random weights at every call and is never trained. Use the "
+                        "self.proj made in __init__: self.proj(patches)"
+                    ) from None
+                raise
+
+
+def _patch_shape_hint(out: object, expected: Tensor, label: str) -> None:
+    """Name the shapes of the likeliest wrong outputs: an extra axis of size 1, the patches pooled, one patch too many."""
+    if not isinstance(out, Tensor) or out.shape == expected.shape:
+        return
+    batch, n, d = expected.shape
+    if tuple(out.shape) == (batch, 1, n, d):
+        raise ExerciseFailed(
+            f"{label}(x) has an extra axis of size 1, {tuple(out.shape)}: x.unfold(1, patch_size, stride) on the "
+            "(batch, length) signal gives (batch, num_patches, patch_size) directly, with no unsqueeze (or a channel "
+            "axis left over from a convolution: squeeze it)"
+        )
+    if tuple(out.shape) == (batch, d):
+        raise ExerciseFailed(
+            f"{label}(x) is {tuple(out.shape)}, one vector per signal: the patches were pooled (averaged or summed). The "
+            f"patch embedding returns one token per patch, (batch, num_patches, d_model) = {tuple(expected.shape)}"
+        )
+    if tuple(out.shape) == (batch, n + 1, d):
+        raise ExerciseFailed(
+            f"{label}(x) has {n + 1} patches, one too many: padding the signal adds a window that runs past its end. A "
+            f"signal of length L holds (L - patch_size) // stride + 1 = {n} whole windows"
+        )
+
+
+def _ignores_proj(module: nn.Module, x: Tensor) -> bool:
+    """True when the module's output stays the same with self.proj's weights and bias changed (proj unused).
+
+    Both calls start from the same random state, so a layer created inside forward gets the same weights in both.
+    """
+
+    def run(m: nn.Module) -> object:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return m(x.clone())
+
+    try:
+        probe = copy.deepcopy(module)
+        with torch.no_grad():
+            first = run(probe)
+            probe.proj.weight.mul_(2.0).add_(1.0)
+            probe.proj.bias.add_(1.0)
+            second = run(probe)
+        return (
+            isinstance(first, Tensor)
+            and isinstance(second, Tensor)
+            and first.shape == second.shape
+            and bool(torch.allclose(first, second))
+        )
+    except Exception:
+        return False
 
 
 # ---------------------------------------------------------------- forward pass
@@ -189,6 +285,9 @@ def _forward_mistakes(model: TransformerClassifier, x: Tensor) -> dict[str, Tens
     h = blocks(tokens)
     at_end = blocks(torch.cat([patches, cls], 1) + model.pos_embed)
     first = model.blocks[0]
+    residual_again = tokens
+    for block in model.blocks:
+        residual_again = residual_again + block(residual_again)
     return {
         "the position embeddings are not added: tokens = cat([cls, patches]) + model.pos_embed": head(
             blocks(torch.cat([cls, patches], 1))
@@ -226,6 +325,14 @@ def _forward_mistakes(model: TransformerClassifier, x: Tensor) -> dict[str, Tens
         "model.pos_embed has a row for the class token, row 0: concatenate first, then add": head(
             blocks(torch.cat([cls, patches + model.pos_embed[:, : patches.shape[1]]], 1))
         ),
+        "each block's output was added to its input again (h = h + block(h)); an EncoderBlock already adds its own "
+        "residual connections: h = block(h)": head(residual_again),
+        "the tokens were max-pooled (h.amax(dim=1)); this model (pooling='cls') classifies from the class token h[:, 0]": (
+            model.head(model.norm(h).amax(1))
+        ),
+        "the final layer norm was computed without model.norm's learned weight and bias (F.layer_norm(h, ...)); use "
+        "the model's own layer, model.norm(h)": model.head(F.layer_norm(h, h.shape[-1:])[:, 0]),
+        "model.norm was applied twice; once, after the last block, is enough": model.head(model.norm(model.norm(h))[:, 0]),
     }
 
 
@@ -273,7 +380,7 @@ def check_classifier_forward(classifier_forward) -> None:
     def student(m: TransformerClassifier, x_in: Tensor, what: str) -> object:
         with forbid_forward(m, _SHORTCUT):
             try:
-                return call(classifier_forward, m, x_in.clone(), what=what)
+                return _attempt(classifier_forward, m, x_in.clone(), what=what)
             except ExerciseFailed as err:
                 hint = _forward_error_hint(str(err), m)
                 if hint:
@@ -306,9 +413,10 @@ def check_classifier_forward(classifier_forward) -> None:
             "the logits with pooling='mean'",
         )
         tokens = mean_model.patch_embed(x3) + mean_model.pos_embed
-        h = tokens
+        h = mean_residual_again = tokens
         for block in mean_model.blocks:
             h = block(h)
+            mean_residual_again = mean_residual_again + block(mean_residual_again)
         mean_mistakes = {
             "with pooling='mean' (model.pooling) the tokens are averaged, h.mean(dim=1), not read from position 0": mean_model.head(
                 mean_model.norm(h)[:, 0]
@@ -321,6 +429,11 @@ def check_classifier_forward(classifier_forward) -> None:
             "the tokens are summed; with pooling='mean' they are averaged, h.mean(dim=1)": mean_model.head(
                 mean_model.norm(h).sum(1)
             ),
+            "the tokens were max-pooled (h.amax(dim=1)); with pooling='mean' they are averaged, h.mean(dim=1)": mean_model.head(
+                mean_model.norm(h).amax(1)
+            ),
+            "each block's output was added to its input again (h = h + block(h)); an EncoderBlock already adds its own "
+            "residual connections: h = block(h)": mean_model.head(mean_model.norm(mean_residual_again).mean(1)),
         }
         expect_close(out_mean, mean_model(x3), "the logits with pooling='mean'", atol=1e-9, rtol=1e-7, mistakes=mean_mistakes)
 
@@ -397,11 +510,23 @@ def _has_grads(model: nn.Module) -> bool:
     return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
 
 
+_STEPS_TAKEN = [0]  # how often the student's train_step called optimizer.step() in the last _run
+
+
 def _run(
     step_fn, model: nn.Module, batches: list[tuple[Tensor, Tensor]], seed: int, student: bool
 ) -> tuple[list[object], nn.Module]:
     """Two steps with SGD from zeroed gradients, the model in eval mode as fit() leaves it."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    if student:  # count the calls of the optimizer handed over: a new optimizer or a manual update bypasses it
+        original_step = optimizer.step
+
+        def counted_step(*args, **kwargs):
+            _STEPS_TAKEN[0] += 1
+            return original_step(*args, **kwargs)
+
+        optimizer.step = counted_step  # type: ignore[method-assign]
+        _STEPS_TAKEN[0] = 0
     model.eval()
     losses = []
     for i, (x, y) in enumerate(batches):
@@ -409,7 +534,7 @@ def _run(
             torch.manual_seed(seed + i)  # the same dropout masks for the student and the reference
             if student:
                 losses.append(
-                    call(
+                    _attempt(
                         step_fn,
                         model,
                         optimizer,
@@ -435,6 +560,7 @@ def check_train_step(train_step) -> None:
     batches = [(torch.randn(5, 6, dtype=torch.float64), torch.randint(0, 3, (5,))) for _ in range(2)]
     try:
         losses, student_model = _run(train_step, copy.deepcopy(start), batches, seed=7, student=True)
+        steps_taken = _STEPS_TAKEN[0]
     except ExerciseFailed as err:
         hint = _step_error_hint(str(err))
         if hint:
@@ -467,6 +593,12 @@ def check_train_step(train_step) -> None:
     for kind, message in _VARIANTS.items():
         if kind != "reference" and matches(kind):
             raise ExerciseFailed(message)
+    if steps_taken == 0 and not _params_close(student_model, start):
+        raise ExerciseFailed(
+            "the parameters changed, but not through the `optimizer` handed to train_step (it was never stepped): a new "
+            "optimizer made inside train_step, or a manual update, ignores the learning rate, schedule and state that "
+            "fit() set up. Call optimizer.zero_grad(), loss.backward() and optimizer.step() on the one passed in"
+        )
     # nothing typical: say what differs
     if abs(losses[0] - ref_losses[0]) > 1e-9:
         raise ExerciseFailed(
@@ -562,12 +694,49 @@ _LR_CASES: list[tuple[str, dict[float, History], float, dict[float, str]]] = [
         },
     ),
     (
+        "a run that ends 1.8 times its lowest loss",
+        {1e-3: _curve([2.2, 0.6, 0.50], 0.86, 0.40), 1e-2: _curve([2.3, 0.20, 0.36], 0.89, 0.25)},
+        1e-3,
+        {
+            1e-2: "lr 0.01 was chosen, but its validation loss ended at 0.36, 1.8 times its lowest 0.20: that run blew "
+            "up. The rule refuses a run whose last loss is more than 1.5 times its lowest (a looser factor lets it through)"
+        },
+    ),
+    (
+        "a run that blew up two epochs before the end and stayed up",
+        {1e-3: _curve([2.3, 0.7, 0.6, 0.50], 0.86, 0.40), 1e-2: _curve([2.2, 0.10, 0.50, 0.45], 0.88, 0.30)},
+        1e-3,
+        {
+            1e-2: "lr 0.01 was chosen, but its run blew up at epoch 3 (0.10 -> 0.50) and ends at 0.45, 4.5 times its "
+            "lowest, though it no longer rises at the end. Compare the last loss with the lowest of the whole curve, "
+            "min(run.val_loss), not with the epoch before (or the first)"
+        },
+    ),
+    (
+        "a fast start against a better end",
+        {1e-3: _curve([1.0, 0.6, 0.50], 0.86, 0.40), 3e-3: _curve([2.6, 0.8, 0.45], 0.88, 0.35)},
+        3e-3,
+        {
+            1e-3: "the run with the lowest average over its curve was chosen; the rule compares where the runs end, "
+            "run.val_loss[-1]: a fast start says nothing about the weights you keep"
+        },
+    ),
+    (
         "a run with a NaN in the middle of its curve",
         {3e-2: _curve([2.2, _NAN, 0.3], 0.90, 0.20), 1e-3: _curve([2.3, 0.6, 0.50], 0.86, 0.40)},
         1e-3,
         {
             3e-2: "the run of lr 0.03 has a NaN validation loss at epoch 2 and was chosen: a run that blew up on the way "
             "is refused too, so test every loss of the curve with math.isfinite, not only the last"
+        },
+    ),
+    (
+        "a run with an infinite loss in the middle of its curve",
+        {3e-2: _curve([2.2, _INF, 0.3], 0.90, 0.20), 1e-3: _curve([2.3, 0.6, 0.50], 0.86, 0.40)},
+        1e-3,
+        {
+            3e-2: "the run of lr 0.03 has an infinite validation loss at epoch 2 and was chosen: math.isnan (or v != v) "
+            "misses inf; refuse every loss that is not finite, math.isfinite(v), which is False for NaN and for ±inf"
         },
     ),
 ]
@@ -583,7 +752,7 @@ def check_choose_learning_rate(choose_learning_rate) -> None:
     require_attempt(choose_learning_rate, "choose_learning_rate")
     for what, runs, right, decoys in _LR_CASES:
         before = {lr: (list(run.val_loss), list(run.val_acc), list(run.train_loss)) for lr, run in runs.items()}
-        choice = call(choose_learning_rate, dict(runs), what=f"runs of lr {', '.join(f'{lr:g}' for lr in runs)} ({what})")
+        choice = _attempt(choose_learning_rate, dict(runs), what=f"runs of lr {', '.join(f'{lr:g}' for lr in runs)} ({what})")
         for lr, run in runs.items():
             if (list(run.val_loss), list(run.val_acc), list(run.train_loss)) != before[lr]:
                 raise ExerciseFailed(
@@ -592,6 +761,16 @@ def check_choose_learning_rate(choose_learning_rate) -> None:
                 )
         if isinstance(choice, History):
             raise ExerciseFailed("your function returned a run (a History); return its learning rate, the key of `runs`")
+        if isinstance(choice, tuple) and len(choice) == 2 and choice[0] in runs:
+            raise ExerciseFailed(
+                "your function returned a pair (learning rate, run), an item of runs.items(); return the learning rate "
+                "alone, its first element"
+            )
+        if isinstance(choice, (list, tuple, set)) and choice and all(c in runs for c in choice):
+            raise ExerciseFailed(
+                f"your function returned the {type(choice).__name__} of learning rates {list(choice)}; return one of them, "
+                "the one whose run ends lowest: min(healthy, key=lambda lr: runs[lr].val_loss[-1])"
+            )
         if isinstance(choice, bool) or not isinstance(choice, numbers.Real):
             raise ExerciseFailed(
                 f"your function returned {type(choice).__name__} {choice!r}; return a learning rate, one of the keys of "
@@ -605,6 +784,12 @@ def check_choose_learning_rate(choose_learning_rate) -> None:
             raise ExerciseFailed(
                 f"your function returned {choice}, a position in the list; return the learning rate itself (a key of "
                 "`runs`), for example min(healthy, key=...) over the keys"
+            )
+        if choice not in runs and any(choice == run.val_loss[-1] for run in runs.values()):
+            raise ExerciseFailed(
+                f"your function returned {_lr_label(choice)}, a validation loss, not a learning rate: min(...) over the "
+                "losses gives the lowest loss; take the minimum over the learning rates, with the loss as the key: "
+                "min(healthy, key=lambda lr: runs[lr].val_loss[-1])"
             )
         if choice not in runs:
             raise ExerciseFailed(
@@ -655,6 +840,7 @@ def _received_mistakes(w: Tensor) -> dict[str, Tensor]:
         "only the first head was read; average over the heads (axis 1) as well": w[:, 0].mean(1),
         "the largest attention over the queries was taken; average over the queries instead": rows.amax(1),
         "summed over the heads and averaged over the queries; average over both": w.sum(1).mean(1),
+        "only the first query's row was read; average the columns over every query, axis 1 of the head-averaged map": rows[:, 0],
     }
 
 
@@ -682,6 +868,15 @@ def _spread_mistakes(w: Tensor) -> dict[str, Tensor]:
         "compare every query's row with the average row, received[:, None, :]": tv(rows, received[:, :, None]).mean(-1),
         "the spread was measured per head and then averaged; average the heads first (rows = weights.mean(dim=1)), "
         "as for `received`": tv(w, w.mean(2, keepdim=True)).mean(dim=(1, 2)),
+        "the spread compares each head's rows with `received`; compare the rows averaged over the heads, "
+        "rows = weights.mean(dim=1), with it": tv(w, received[:, None, None, :]).mean(dim=(1, 2)),
+        "the absolute differences are averaged over the keys (.mean(-1)); the total variation sums them, "
+        "0.5 * (...).abs().sum(-1), before averaging over the queries": 0.5
+        * (rows - received[:, None, :]).abs().mean(-1).mean(-1),
+        "the distance is Euclidean (torch.linalg.norm, the square root of a sum of squares); the total variation is "
+        "0.5 x the sum of absolute differences": (rows - received[:, None, :]).norm(dim=-1).mean(-1),
+        "the spread is a standard deviation over the queries; it is a total variation distance from the average row, "
+        "0.5 * (rows - received[:, None, :]).abs().sum(-1), averaged over the queries": rows.std(1).mean(-1),
     }
 
 
@@ -689,10 +884,12 @@ def _spread_mistakes(w: Tensor) -> dict[str, Tensor]:
 def check_attention_summary(attention_summary) -> None:
     """Check ``attention_summary(weights) -> (received, spread)`` for maps ``(batch, heads, n, n)``."""
     require_attempt(attention_summary, "attention_summary")
+    if not callable(attention_summary):
+        raise ExerciseFailed(f"attention_summary is {type(attention_summary).__name__}, not a function: define it with def")
     for batch, heads, n in ((2, 3, 5), (3, 2, 7)):
         w = _attention_weights(batch, heads, n)
         what = f"weights of shape ({batch}, {heads}, {n}, {n})"
-        out = call(attention_summary, w.clone(), what=what)
+        out = _attempt(attention_summary, w.clone(), what=what)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise ExerciseFailed(
                 f"attention_summary should return two tensors, (received, spread); got {type(out).__name__}"

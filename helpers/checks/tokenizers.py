@@ -76,7 +76,18 @@ def _uses_encode(fn: object) -> bool:
 
 def _utf8_mistake(char: str, got: bytes, want: bytes) -> str:
     cp = ord(char)
+    if len(got) > 1 and not any(got) and len(got) == cp:
+        return (
+            f"for {char!r} (U+{cp:04X}) you gave {len(got)} zero bytes: bytes(n) with an int n makes n zero bytes; write "
+            "bytes([n]), the bytes of a list of numbers"
+        )
     shown = f"for {char!r} (U+{cp:04X}) you gave {_hex(got) or 'no bytes'}, expected {_hex(want)}"
+    if got and int.from_bytes(got, "big") == cp:
+        return (
+            f"{shown}: these are the bytes of the code point's number itself (bytes([cp]), cp.to_bytes(...), or UTF-32). "
+            "UTF-8 writes only 0-0x7F as one byte; above, it cuts the code point into groups of six bits, the first byte "
+            "marked 110, 1110 or 11110 and every other byte 10"
+        )
     if len(got) != len(want):
         if len(want) == 4 and len(got) < 4:
             return (
@@ -121,6 +132,11 @@ def check_utf8_encode(utf8_encode) -> None:
             raise ExerciseFailed(f"for {char!r} you returned the str {got!r}; return bytes, e.g. bytes([0xC3, 0xA9]) for 'é'")
         if isinstance(got, int):
             raise ExerciseFailed(f"for {char!r} you returned the number {got}; return the bytes, bytes([...]), even for one byte")
+        if got is None:
+            raise ExerciseFailed(
+                f"for {char!r} (U+{ord(char):04X}, {len(want)} bytes) your function returned None: no branch returned for "
+                "this code point (is the case of its length, or its last `return`, missing?)"
+            )
         if not isinstance(got, (bytes, bytearray)):
             raise ExerciseFailed(f"for {char!r} you returned {_shown(got)}; return bytes, e.g. bytes([0xC3, 0xA9]) for 'é'")
         if bytes(got) != want:
@@ -168,12 +184,21 @@ def _mixes_letters(pieces: list[str]) -> bool:
 
 #: Short texts, each probing one rule of the pattern: (text, what a pattern with the slip gives, the message).
 _PATTERN_PROBES: list[tuple[str, Callable[[list[str]], bool], str]] = [
+    ("wow! b", lambda got: any(regex.search(r"[^\s\p{L}\p{N}]\s", p) for p in got),
+     "a run of symbols took the white space after it ('! ', 'b'): symbols are what is neither white space nor a letter "
+     "nor a digit, [^\\s\\p{L}\\p{N}] (the \\s inside the brackets matters), so the space stays for the next word"),
     ("a world", lambda got: " " in got and "world" in got,
      "the space before a word became a piece of its own (' ', 'world'): a run of letters takes at most one space in "
      "front, ' ?\\p{L}+' (and so do digits and symbols)"),
     ("  leading", lambda got: "  " in got and "leading" in got,
      "a run of spaces before a word took all of them ('  ', 'leading'): the run must leave its last space to the word "
      "(' ', ' leading'); the lookahead does that, \\s+(?!\\S), tried before the plain \\s+"),
+    ("x\n\ny", lambda got: "\n\n" in got,
+     "a run of newlines before a word stayed whole ('\\n\\n', 'y'): rule 5 holds for every kind of white space, "
+     "\\s+(?!\\S); a lookahead on spaces only, ' +(?!\\S)', leaves newlines and tabs to the plain \\s+"),
+    ("end   ", lambda got: got.count(" ") > 1,
+     "a run of white space at the end came out one character at a time (' ', ' ', ' '): rule 5 takes a run, "
+     "\\s+(?!\\S), not a single \\s(?!\\S)"),
     ("it's", lambda got: "'s" not in got,
      "the contraction 's was not a piece of its own: the contractions 's 't 're 've 'm 'll 'd come first in the pattern, "
      "each a piece, before the symbol runs"),
@@ -210,7 +235,14 @@ _PATTERN_PROBES: list[tuple[str, Callable[[list[str]], bool], str]] = [
 ]  # fmt: skip
 
 
-def _pattern_mistake(pattern: str, texts: list[str], answers: list[list[str]], expected: list[list[str]]) -> str:
+def _pattern_mistake(pattern, texts: list[str], answers: list[list[str]], expected: list[list[str]]) -> str:  # type: ignore[no-untyped-def]
+    source = pattern.pattern if isinstance(pattern, regex.Pattern) else pattern
+    verbose = "(?x" in source or (isinstance(pattern, regex.Pattern) and pattern.flags & regex.VERBOSE)
+    if not verbose and regex.search(r" \||\| (?![?*+{])", source):
+        return (
+            "your pattern has spaces around '|' (such as 'd | ?\\p{L}+'): in a regular expression a space is a character "
+            "to match, so 'd ' needs a space after the d. Write the alternatives without spaces between them: '...|'d| ?\\p{L}+|...'"
+        )
     for got in answers:
         if any(piece == "" for piece in got):
             return (
@@ -251,7 +283,7 @@ def check_pretokenize_pattern(pattern) -> None:
     """Check a regular expression (``regex`` syntax) against GPT-2's: the same pieces on every text of ``PATTERN_TEXTS``,
     then on ``parity_text()``, the text the notebook encodes with the learner's pattern."""
     require_attempt(pattern, "the pattern")
-    if not isinstance(pattern, str):
+    if not isinstance(pattern, (str, regex.Pattern)):
         raise ExerciseFailed(f"the pattern is a {type(pattern).__name__}; write it as a string, r\"'s|'t|...\"")
     try:
         compiled = regex.compile(pattern)
@@ -325,6 +357,11 @@ def _as_pair_counts(got: object, what: str) -> dict[tuple[bytes, bytes], int]:
                 f"{what}: the key {key!r} is one string; the keys are pairs of tokens, tuples (left, right) such as (b'l', b'o'), "
                 "so that (b'a', b'bc') and (b'ab', b'c') stay different"
             )
+        if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key):
+            raise ExerciseFailed(
+                f"{what}: the key {key!r} is a pair of ints: looping over bytes (b''.join(word), or a token) gives ints. "
+                "Count pairs of the word's tokens, zip(word, word[1:]), each a bytes object"
+            )
         if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, bytes) for k in key)):
             raise ExerciseFailed(f"{what}: the key {_shown(key)} is not a pair of tokens (a tuple of two bytes)")
         if not isinstance(value, int):
@@ -332,12 +369,55 @@ def _as_pair_counts(got: object, what: str) -> dict[tuple[bytes, bytes], int]:
     return {k: v for k, v in got.items() if v != 0}
 
 
+def _pairs_variant(kind: str) -> dict[tuple[bytes, bytes], int]:
+    """What typical wrong pair counts give on ``PAIR_WORDS``, to name the mistake."""
+    counts: Counter = Counter()
+    for word, n in PAIR_WORDS.items():
+        if kind == "single_bytes":
+            data = b"".join(word)
+            word = tuple(data[i : i + 1] for i in range(len(data)))
+        pairs = list(zip(word, word[1:], strict=False))
+        if kind == "last_missing":
+            pairs = pairs[:-1]
+        elif kind == "first_only":
+            pairs = pairs[:1]
+        elif kind == "reversed":
+            pairs = [(b, a) for a, b in pairs]
+        for pair in pairs:
+            counts[pair] += {"by_length": len(word), "squared": n * pairs.count(pair)}.get(kind, n)
+    return {k: v for k, v in counts.items() if v}
+
+
+_PAIRS_MISTAKES = {
+    "last_missing": "the last pair of each word is missing (range(len(word) - 2)?): a word of k tokens has k - 1 pairs, "
+    "for i in range(len(word) - 1), or zip(word, word[1:])",
+    "first_only": "only the first pair of each word was counted: every adjacent pair counts, zip(word, word[1:])",
+    "reversed": "your pairs are reversed, (right, left): a pair is (word[i], word[i + 1]), the left token first, since "
+    "(b'l', b'o') merges into b'lo' and (b'o', b'l') into b'ol'",
+    "single_bytes": "you cut the words back into single bytes (b''.join, then byte by byte): after some merges a word holds "
+    "longer tokens, such as b'st' in (b' ', b'n', b'e', b'w', b'e', b'st'); count the pairs of its tokens as they are",
+    "squared": "a pair that occurs twice in a word was counted four times (its count added once per occurrence, for each "
+    "occurrence: pairs.count(p) inside the loop over the pairs?): add n once for each position",
+    "by_length": "the pairs were weighted by the word's length: each occurrence of a word adds its count n, the value "
+    "in the dict (for word, n in words.items())",
+}
+
+
 @exercise("counting pairs")
 def check_count_pairs(count_pairs) -> None:
     """Check ``count_pairs(words) -> dict[pair, int]``: adjacent pairs inside each word, weighted by the word's count."""
     require_attempt(count_pairs, "count_pairs")
     words = dict(PAIR_WORDS)
-    got = _as_pair_counts(call(count_pairs, words, what="words such as {(b'l', b'o', b'w'): 5, ...}"), "the pair counts")
+    try:
+        answer = call(count_pairs, words, what="words such as {(b'l', b'o', b'w'): 5, ...}")
+    except ExerciseFailed as err:
+        if "raised IndexError" in str(err):
+            raise ExerciseFailed(
+                f"{err}: word[i + 1] went past the end of a word. The last token has no right neighbour, so i stops at "
+                "len(word) - 2: range(len(word) - 1), or zip(word, word[1:])"
+            ) from None
+        raise
+    got = _as_pair_counts(answer, "the pair counts")
     if words != PAIR_WORDS:
         raise ExerciseFailed("your count_pairs changed the words passed to it: only read them")
     want = dict(bpe.count_pairs(PAIR_WORDS))
@@ -351,6 +431,9 @@ def check_count_pairs(count_pairs) -> None:
             f"you counted pairs across the boundary between two words, such as {example}: the words are separate pre-tokens, "
             "so count the pairs of each word on its own (zip(word, word[1:]) for each word)"
         )
+    for kind, message in _PAIRS_MISTAKES.items():
+        if got == _pairs_variant(kind):
+            raise ExerciseFailed(message)
     if got == dict(bpe.count_pairs({w: 1 for w in PAIR_WORDS})):
         raise ExerciseFailed(
             "each word was counted once: a word occurs as often as its count says, so add the count (n) for each of its pairs"
@@ -369,7 +452,11 @@ def check_count_pairs(count_pairs) -> None:
     if extra:
         raise ExerciseFailed(f"the pairs {extra[:3]} are not adjacent in any word: count only neighbours, (word[i], word[i + 1])")
     wrong = next(p for p in want if got[p] != want[p])
-    raise ExerciseFailed(f"the pair {wrong} has count {got[wrong]}, expected {want[wrong]}")
+    holders = [f"{word} x{n}" for word, n in PAIR_WORDS.items() if wrong in zip(word, word[1:], strict=False)]
+    raise ExerciseFailed(
+        f"the pair {wrong} has count {got[wrong]}, expected {want[wrong]}: it stands in {', '.join(holders)}; each word adds "
+        "its count n once for every position where the pair stands"
+    )
 
 
 # ---------------------------------------------------------------- Exercise: one merge
@@ -383,6 +470,9 @@ _MERGE_CASES = [
     ((b"a",), (b"a", b"b"), (b"a",)),
     ((b"ab", b"c", b"a", b"bc"), (b"a", b"bc"), (b"ab", b"c", b"abc")),
     ((b"b", b"a", b"b"), (b"a", b"b"), (b"b", b"ab")),
+    ((b"a", b"x", b"y", b"b"), (b"a", b"b"), (b"a", b"x", b"y", b"b")),
+    ((b"ab", b"c"), (b"b", b"c"), (b"ab", b"c")),
+    ((b" ", b"l", b"o", b"w"), (b" ", b"l"), (b" l", b"o", b"w")),
 ]
 
 
@@ -392,7 +482,15 @@ def check_merge_word(merge_word) -> None:
     require_attempt(merge_word, "merge_word")
     answers = {}
     for word, pair, _ in _MERGE_CASES:
-        got = call(merge_word, word, pair, what=f"the word {word} and the pair {pair}")
+        try:
+            got = call(merge_word, word, pair, what=f"the word {word} and the pair {pair}")
+        except ExerciseFailed as err:
+            if "raised IndexError" in str(err):
+                raise ExerciseFailed(
+                    f"{err}: word[i + 1] went past the end of the word. Test i + 1 < len(word) before reading word[i + 1]: "
+                    "the last token has no right neighbour"
+                ) from None
+            raise
         if isinstance(got, list):
             raise ExerciseFailed(
                 f"for {word} you returned a list; return a tuple, tuple(out): a word is a key of the words' dict, and a list "
@@ -421,6 +519,32 @@ def check_merge_word(merge_word) -> None:
     if answers[((b"a", b"b", b"a", b"b", b"c"), (b"a", b"b"))] == (b"ab", b"a", b"b", b"c"):
         raise ExerciseFailed(
             "you merged only the first occurrence of the pair ((a, b, a, b, c) gave (ab, a, b, c)): merge every occurrence"
+        )
+    crossed = answers[((b"a", b"x", b"y", b"b"), (b"a", b"b"))]
+    if crossed != (b"a", b"x", b"y", b"b") and b"".join(crossed) == b"axyb":
+        raise ExerciseFailed(
+            f"for (a, x, y, b) and the pair (a, b) you gave {crossed}: you merged "
+            "neighbours of which only one matches. Both must: word[i] == pair[0] and word[i + 1] == pair[1]"
+        )
+    for word, pair, want in _MERGE_CASES:
+        got = answers[(word, pair)]
+        if got != want and got == want[:-1]:
+            raise ExerciseFailed(
+                f"for {word} and {pair} you gave {got}: the last token was lost. A loop `while i < len(word) - 1` stops "
+                "before it; loop while i < len(word), and test i + 1 < len(word) before looking at a pair"
+            )
+    if answers[((b"ab", b"c"), (b"b", b"c"))] == (b"abc",):
+        raise ExerciseFailed(
+            "for (ab, c) and the pair (b, c) you gave (abc,): you joined the tokens with a separator and replaced text, "
+            "and 'ab|c' holds 'b|c' across the end of the token 'ab'. Compare whole tokens: word[i] == pair[0] and "
+            "word[i + 1] == pair[1]"
+        )
+    if answers[((b" ", b"l", b"o", b"w"), (b" ", b"l"))] != (b" l", b"o", b"w") and all(
+        answers[case[:2]] == case[2] for case in _MERGE_CASES if b" " not in case[0]
+    ):
+        raise ExerciseFailed(
+            f"for (' ', l, o, w) and the pair (' ', l) you gave {answers[((b' ', b'l', b'o', b'w'), (b' ', b'l'))]}: a "
+            "space is a token like any other (GPT-2's words start with one); do not join or split the tokens on spaces"
         )
     for word, pair, want in _MERGE_CASES:
         got = answers[(word, pair)]
@@ -506,6 +630,11 @@ def _as_merges(got: object, what: str) -> list[tuple[bytes, bytes]]:
                 f"{what}: the merge {_shown(merge)} is a list; each merge must be a tuple (left, right): merges are the keys "
                 "of merge_ranks, and a list cannot be a dict key"
             )
+        if isinstance(merge, tuple) and len(merge) == 2 and isinstance(merge[0], tuple) and isinstance(merge[1], int):
+            raise ExerciseFailed(
+                f"{what}: the merge {_shown(merge)} is a pair with its count (an item of pair_counts.items()): append "
+                "only the pair, merge[0]"
+            )
         if not (isinstance(merge, tuple) and len(merge) == 2 and all(isinstance(t, bytes) for t in merge)):
             raise ExerciseFailed(f"{what}: the merge {_shown(merge)} is not a pair of bytes")
     return list(got)
@@ -521,6 +650,11 @@ def check_train_bpe_naive(train_bpe_naive) -> None:
         try:
             got = call_attempt(train_bpe_naive, words, num_merges, what=f"the words {_shown(words)} and {num_merges} merges")
         except ExerciseFailed as err:
+            if "changed during iteration" in str(err) or "changed size during iteration" in str(err):
+                raise ExerciseFailed(
+                    f"{err}: you added or removed words in the dict while looping over it. Build a new dict at each "
+                    "step, words = {merge_word(word, pair): n for word, n in words.items()}"
+                ) from None
             if "ValueError" in str(err) and "empty" in str(err) and name.startswith("fewer"):
                 raise ExerciseFailed(
                     f"with {_shown(words)} and {num_merges} merges your loop asked for the best of no pairs (max() of an "
@@ -533,6 +667,11 @@ def check_train_bpe_naive(train_bpe_naive) -> None:
         want = bpe.train_bpe_naive(words, num_merges)
         if merges == want:
             continue
+        if len(merges) > num_merges:
+            raise ExerciseFailed(
+                f"for {what} you returned {len(merges)} merges: learn exactly num_merges = {num_merges} (range(num_merges)), "
+                "or fewer when no pair is left"
+            )
         if len(merges) > len(want) and merges[: len(want)] == want:
             raise ExerciseFailed(
                 f"for {what} you returned {len(merges)} merges but only {len(want)} pairs exist: stop when no pair is left"
@@ -614,7 +753,7 @@ def _update_variant(kind: str) -> Callable[..., None]:
         for i in list(where.pop(pair, ())):
             old, n = words[i], counts[i]
             new = bpe.merge_word(old, pair)
-            weight = 1 if kind == "unweighted" else n
+            weight = 1 if kind == "unweighted" else -n if kind == "swapped" else n
             old_pairs = list(zip(old, old[1:], strict=False))
             new_pairs = list(zip(new, new[1:], strict=False))
             if kind in ("distinct", "distinct_old"):
@@ -623,7 +762,7 @@ def _update_variant(kind: str) -> Callable[..., None]:
                 new_pairs = list(dict.fromkeys(new_pairs))
             if kind != "no_subtract":
                 for p in old_pairs:
-                    if kind != "no_neighbours" or p == pair:
+                    if (kind != "no_neighbours" or p == pair) and (kind != "keep_pair" or p != pair):
                         pair_counts[p] -= weight
             if kind != "no_new":
                 for p in new_pairs:
@@ -631,6 +770,8 @@ def _update_variant(kind: str) -> Callable[..., None]:
                         pair_counts[p] += weight
                         where[p].add(i)
             words[i] = new
+            if kind == "one_word":
+                break
 
     return update
 
@@ -646,6 +787,12 @@ _UPDATE_MISTAKES = {
     "word's count (and list the word in where for it)",
     "no_subtract": "the old pairs were never taken away: subtract every pair of each old word (the merged pair included) "
     "before adding the new word's pairs",
+    "keep_pair": "the merged pair itself kept its count: no word holds it any more, so subtract every pair of each old "
+    "word, the merged pair included (only the new word's pairs are added back)",
+    "swapped": "the signs are swapped: the old word's pairs were added and the new word's subtracted. Subtract n for "
+    "each pair of the old word (they disappear), add n for each pair of the new word",
+    "one_word": "only one of the words in where[pair] was merged: the loop stopped after the first (a return or a break "
+    "inside it?); merge every word listed",
     "distinct": "a pair that occurs twice in a word was counted once (a set of pairs?): (a, a, a) holds (a, a) twice, so "
     "subtract and add n for every position, zip(old, old[1:]), never once per distinct pair",
     "distinct_old": "a pair that occurs twice in a word was subtracted once (a set of the old pairs?): (a, a, a) holds "
@@ -790,12 +937,21 @@ def _split_variant(kind: str, one_at_a_time: bool) -> Callable[[str, Mapping[tup
         if kind == "longest":
             return _longest_match(piece, ranks)
         data = piece.encode("utf-8")
+        if kind == "one_pass":  # one scan from the left, merging any neighbours that are a merge
+            singles, out, i = [data[i : i + 1] for i in range(len(data))], [], 0
+            while i < len(singles):
+                joined = i + 1 < len(singles) and (singles[i], singles[i + 1]) in ranks
+                out.append(singles[i] + singles[i + 1] if joined else singles[i])
+                i += 2 if joined else 1
+            return out
         parts = [c.encode("utf-8") for c in piece] if kind == "chars" else [data[i : i + 1] for i in range(len(data))]
         for _ in range(1 if kind == "once" else 10_000):
-            pairs = [p for p in zip(parts, parts[1:], strict=False) if p in ranks]
+            pairs = [p for p in zip(parts, parts[1:], strict=False) if p in ranks or kind == "everything"]
             if not pairs:
                 break
-            if kind == "highest":
+            if kind == "everything":
+                best = min(pairs, key=lambda p: ranks.get(p, float("inf")))
+            elif kind == "highest":
                 best = max(pairs, key=lambda p: ranks[p])
             elif kind == "leftmost":
                 best = pairs[0]
@@ -832,6 +988,11 @@ _SPLIT_MISTAKES = {
     "rightmost": "when a pair occurs twice you merged the rightmost occurrence first: merge from the left ('xxx' -> 'xx', 'x' "
     "-> 'xxx')",
     "once": "you stopped after one merge: repeat until no adjacent pair of the piece is a merge",
+    "one_pass": "you went once from left to right, merging each pair that is a merge: BPE instead repeats one step, the "
+    "adjacent pair of lowest rank merged, until no adjacent pair is a merge ('abcd': (c, d), rank 0, then (a, b), then "
+    "(ab, cd) -> 'abcd')",
+    "everything": "you merged pairs that are not merges (the best pair by merge_ranks.get(p, inf) was merged even when "
+    "its rank is inf): stop when no adjacent pair is in merge_ranks",
 }
 
 
@@ -886,7 +1047,21 @@ def check_bpe_split(bpe_split) -> None:
     answers, expected, walked = [], [], False
     for piece in _SPLIT_PIECES:
         ranks = _WatchedRanks(TOY_MERGES)
-        got = _as_parts(call(bpe_split, piece, ranks, what=f"the piece {piece!r} and a merge table"), piece)
+        try:
+            answer = call(bpe_split, piece, ranks, what=f"the piece {piece!r} and a merge table")
+        except ExerciseFailed as err:
+            if "raised KeyError: (b'" in str(err):
+                raise ExerciseFailed(
+                    f"{err}: merge_ranks[pair] fails for a pair that is not a merge. Keep only the pairs that are in "
+                    "merge_ranks, or look up with merge_ranks.get(pair, float('inf')) and stop when the best is inf"
+                ) from None
+            if "raised TypeError" in str(err) and "NoneType" in str(err):
+                raise ExerciseFailed(
+                    f"{err}: merge_ranks.get(pair) is None for a pair that is not a merge, and None cannot be compared "
+                    "with a rank. Keep only the pairs in merge_ranks, or give a default, merge_ranks.get(pair, float('inf'))"
+                ) from None
+            raise
+        got = _as_parts(answer, piece)
         if ranks != TOY_MERGES:
             raise ExerciseFailed("your bpe_split changed merge_ranks: only read it")
         walked = walked or ranks.walked
@@ -902,7 +1077,22 @@ def check_bpe_split(bpe_split) -> None:
             )
         return
     for piece, got in zip(_SPLIT_PIECES, answers, strict=True):
-        if b"".join(got) != piece.encode("utf-8"):
+        data = piece.encode("utf-8")
+        if piece == "" and got:
+            raise ExerciseFailed(f"for the empty piece '' you returned {got}: an empty piece has no tokens, return []")
+        if b"".join(got) == data:
+            continue
+        if any(part and not any(part) for part in got) and 0 not in data:
+            raise ExerciseFailed(
+                f"for {piece!r} your tokens hold runs of zero bytes ({_shown(got)}): bytes(b) with an int b makes b zero "
+                "bytes; a single byte is bytes([b]), or the slice data[i : i + 1]"
+            )
+        if b" " in data and b"".join(got) == data.replace(b" ", b""):
+            raise ExerciseFailed(
+                f"for {piece!r} your tokens {got} lost the space: a pre-token's leading space is one of its bytes, which "
+                "merges join like any other (b' th'); do not split or strip the piece"
+            )
+        if b"".join(got) != data:
             raise ExerciseFailed(
                 f"for {piece!r} your tokens {got} do not spell the piece's bytes: nothing may be lost or repeated"
             )
@@ -964,6 +1154,12 @@ def _specials_variant(kind: str, text: str, special_tokens: Mapping[str, int], a
             ids += _byte_ids(text[start : match.start()]) + [special_tokens[match.group()]]
             start = match.end()
         return ids + _byte_ids(text[start:])
+    if kind == "stripped":
+        return [
+            i
+            for chunk, special in bpe._split_special(text, allowed)
+            for i in ([special_tokens[chunk]] if special else _byte_ids(chunk.strip()))
+        ]
     if kind == "first_only":
         for token in sorted(allowed, key=len, reverse=True):
             at = text.find(token)
@@ -975,7 +1171,10 @@ def _specials_variant(kind: str, text: str, special_tokens: Mapping[str, int], a
 
 _SPECIAL_MISTAKES = {
     "ordinary": "the special tokens were encoded as ordinary text (their characters '<', '|', ...): an allowed special "
-    "token becomes its one id, special_tokens[token]; cut the text at the allowed special tokens first",
+    "token becomes its one id, special_tokens[token]; cut the text at the allowed special tokens first (a regular "
+    "expression built from them needs regex.escape(token): '|' in '<|endoftext|>' would be an alternation)",
+    "stripped": "the text around the special tokens lost its white space (strip?): the text between special tokens is "
+    "encoded exactly as it is, spaces and newlines included",
     "dropped": "the special tokens vanished from the ids: where an allowed special token stands, append its id, "
     "special_tokens[token], between the ids of the text before and after it",
     "at_the_end": "the special tokens' ids are all at the end: keep the order of the text, the ids of each piece and "
@@ -1020,6 +1219,11 @@ def check_encode_with_special_tokens(encode_with_special_tokens) -> None:
         try:
             got = call_attempt(encode_with_special_tokens, text, tokens, allowed_copy, encode, what=what)
         except ExerciseFailed as err:
+            if "raised KeyError: ''" in str(err):
+                raise ExerciseFailed(
+                    f"{err}: with no allowed special token your alternation is empty, and an empty regular expression "
+                    "matches the empty string everywhere. When allowed is empty, return encode(text)"
+                ) from None
             if "ValueError" in str(err) and any(t in text for t in allowed):
                 raise ExerciseFailed(
                     f"for {what} your function raised ValueError, but every special token in that text is allowed: "
@@ -1041,6 +1245,14 @@ def check_encode_with_special_tokens(encode_with_special_tokens) -> None:
         for kind, message in _SPECIAL_MISTAKES.items():
             if ids == _specials_variant(kind, text, special_tokens, allowed):
                 raise ExerciseFailed(f"for {text!r}: {message}")
+        for token in (t for t in allowed if t in text and len(allowed) > 1):
+            chunks = bpe._split_special(text, {token})
+            if ids == [i for c, sp in chunks for i in ([special_tokens[c]] if sp else _byte_ids(c))]:
+                raise ExerciseFailed(
+                    f"for {what} only {token!r} was cut out, the other allowed special tokens were encoded as text (a "
+                    "return inside the loop over allowed?): cut the text at every allowed special token, with one "
+                    "alternation of them all, longest first"
+                )
         raise ExerciseFailed(f"for {what} you gave {_shown(ids)}, expected {_shown(want)}")
     for special_tokens, allowed, text in _REFUSED_CASES:
         found = next(t for t in special_tokens if t in text and t not in allowed)
@@ -1067,8 +1279,42 @@ def check_encode_with_special_tokens(encode_with_special_tokens) -> None:
 
 # ---------------------------------------------------------------- Exercise: decoding
 
-_DECODE_VOCAB = {0: b"Hello", 1: b" w", 2: b"\xc3", 3: b"\xa9", 4: b"orld", 5: b"\xf0\x9f\x98", 6: b"\x80", 7: b"\xff", 8: b"!"}
-_DECODE_CASES = [[0, 1, 4, 8], [2, 3], [5, 6], [0, 7, 8], [2], [], [1, 2, 3, 5, 6, 4]]
+_DECODE_VOCAB = {
+    0: b"Hello",
+    1: b" w",
+    2: b"\xc3",
+    3: b"\xa9",
+    4: b"orld",
+    5: b"\xf0\x9f\x98",
+    6: b"\x80",
+    7: b"\xff",
+    8: b"!",
+    9: b" caf\xc3\xa9",
+}
+_DECODE_CASES = [[0, 1, 4, 8], [9], [2, 3], [5, 6], [0, 7, 8], [2], [], [1, 2, 3, 5, 6, 4]]
+
+
+def _decode_mistake(ids: list[int], got: str, want: str) -> str | None:
+    """Name what a wrong decoding did, or None."""
+    joined = b"".join(_DECODE_VOCAB[i] for i in ids)
+    if got == bytes(i % 256 for i in ids).decode("utf-8", errors="replace"):
+        return f"for {ids} you gave {got!r}: you decoded the ids themselves as bytes; look each id up first, vocab[i]"
+    if got == want.strip():
+        return f"for {ids} you gave {got!r}, expected {want!r}: the spaces at the ends were removed; a token's spaces are text"
+    for handler in ("backslashreplace", "surrogateescape"):
+        if got == joined.decode("utf-8", errors=handler):
+            return (
+                f"for {ids} you gave {got!r}, expected {want!r}: errors={handler!r} writes invalid bytes as escapes; use "
+                "errors='replace', which shows each as U+FFFD, as tiktoken does"
+            )
+    for codec in ("ascii", "latin-1", "cp1252", "utf-16", "utf-16-le", "utf-32"):
+        try:
+            other = joined.decode(codec, errors="replace")
+        except (UnicodeError, LookupError):  # pragma: no cover (every codec above takes errors='replace')
+            continue
+        if got == other:
+            return f"for {ids} you gave {got!r}, expected {want!r}: decode as UTF-8, not {codec}"
+    return None
 
 
 @exercise("decoding")
@@ -1077,8 +1323,9 @@ def check_decode(decode) -> None:
     require_attempt(decode, "decode")
     for ids in _DECODE_CASES:
         want = bpe.decode_ids(ids, _DECODE_VOCAB)
+        given = list(ids)
         try:
-            got = call(decode, list(ids), dict(_DECODE_VOCAB), what=f"the ids {ids} and a vocabulary")
+            got = call(decode, given, dict(_DECODE_VOCAB), what=f"the ids {ids} and a vocabulary")
         except ExerciseFailed as err:
             if "UnicodeDecodeError" in str(err):
                 if ids == [2, 3]:
@@ -1097,6 +1344,11 @@ def check_decode(decode) -> None:
             )
         if not isinstance(got, str):
             raise ExerciseFailed(f"for {ids} you returned {_shown(got)}; return the text, a str")
+        if given != ids:
+            raise ExerciseFailed(
+                f"your decode changed the list of ids it was given ({ids} became {given}, with pop or del?): only read "
+                "it, since the caller may decode the same ids again"
+            )
         if got == want:
             continue
         if ids == [2, 3] and got == "\ufffd\ufffd":
@@ -1113,4 +1365,4 @@ def check_decode(decode) -> None:
                 f"for {ids} you gave {got!r}, expected {want!r}: errors='ignore' drops invalid bytes silently; use "
                 "errors='replace', which shows each as U+FFFD, so that a broken character stays visible"
             )
-        raise ExerciseFailed(f"for {ids} you gave {got!r}, expected {want!r}")
+        raise ExerciseFailed(_decode_mistake(ids, got, want) or f"for {ids} you gave {got!r}, expected {want!r}")

@@ -78,6 +78,7 @@ def block_levels(weights: object, scale: float, minimum: float, title: str = "")
         if q in (0, 15):
             ax.text(len(w) - 0.4, level, f" q = {q}: {level:+.4f}", va="center", fontsize=9)
     ax.plot(range(len(w)), w, "o", color="#4C72B0")
+    ax.grid(False, axis="y")  # the only horizontal lines are the block's 16 levels
     ax.set_xlim(-1, len(w) + 5)
     ax.set_xticks(range(0, len(w), 4))
     ax.set_xlabel("weight i of the block")

@@ -13,7 +13,16 @@ from matplotlib.ticker import MaxNLocator
 
 from helpers.plots.core import to_numpy
 
-__all__ = ["signal_examples", "patch_windows", "augmented_signals", "lr_selection", "results_bars", "attention_over_signal"]
+__all__ = [
+    "signal_examples",
+    "patch_windows",
+    "augmented_signals",
+    "lr_selection",
+    "results_bars",
+    "per_class_accuracy",
+    "validation_accuracy_curves",
+    "attention_over_signal",
+]
 
 
 def signal_examples(x: object, y: object, num_classes: int = 10, per_class: int = 3) -> Figure:
@@ -118,6 +127,61 @@ def results_bars(measured: Mapping[str, float], published: Mapping[str, float] |
     ax.set(xticks=pos, ylabel="test accuracy (%)", ylim=(0, 105))
     ax.set_xticklabels([n.replace(" ", "\n") for n in names])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def per_class_accuracy(predicted: Mapping[str, object], y: object, title: str | None = None) -> Figure:
+    """A heatmap of test accuracy (%) per class (rows) and model (columns): ``predicted`` maps a model's name to its
+    predicted classes ``(n,)``, ``y`` ``(n,)`` the true ones. Each cell is annotated with its accuracy."""
+    if not predicted:
+        raise ValueError("per_class_accuracy needs at least one model's predictions")
+    labels = to_numpy(y).astype(int)
+    names = list(predicted)
+    classes = np.arange(int(labels.max()) + 1)
+    acc = np.array(
+        [[100 * np.mean(to_numpy(predicted[m])[labels == c] == c) for m in names] for c in classes]
+    )  # (classes, models)
+    fig, ax = plt.subplots(figsize=(1.3 * len(names) + 2.5, 4.6))
+    sns.heatmap(
+        acc,
+        ax=ax,
+        cmap="viridis",
+        vmin=0.0,
+        vmax=100.0,
+        annot=True,
+        fmt=".0f",
+        annot_kws={"fontsize": "small"},
+        xticklabels=names,
+        yticklabels=[f"{c} ({int(np.sum(labels == c))})" for c in classes],
+        cbar_kws={"label": "test accuracy (%)"},
+    )
+    ax.set(xlabel="model", ylabel="true class (number of test signals)")
+    ax.tick_params(axis="y", rotation=0)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def validation_accuracy_curves(runs: Mapping[str, object], title: str | None = None) -> Figure:
+    """Validation accuracy (%) against the epoch, one line per run (``History`` objects or mappings with ``val_acc``);
+    a dot marks the epoch whose weights a run keeps (``best_epoch`` when it has one, else its last epoch)."""
+    if not runs:
+        raise ValueError("validation_accuracy_curves needs at least one run")
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, run in runs.items():
+        val_acc = 100 * np.asarray(run["val_acc"] if isinstance(run, Mapping) else run.val_acc, dtype=float)
+        best = run.get("best_epoch") if isinstance(run, Mapping) else getattr(run, "best_epoch", None)
+        kept = len(val_acc) - 1 if best is None else int(best)
+        epochs = np.arange(1, len(val_acc) + 1)
+        (line,) = ax.plot(epochs, val_acc, label=name)
+        ax.plot(kept + 1, val_acc[kept], "o", color=line.get_color())
+    ax.set(xlabel="epoch", ylabel="validation accuracy (%)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize="small", loc="lower right")
     if title:
         ax.set_title(title)
     fig.tight_layout()

@@ -89,12 +89,14 @@ HF_TIE_RULE = (
 
 Pair = tuple[bytes, bytes]
 Word = tuple[bytes, ...]
-PatternLike = str | Sequence[str]
+PatternLike = str | regex.Pattern | Sequence[str | regex.Pattern]
 
 _COMPILED: dict[str, regex.Pattern] = {}
 
 
-def _compiled(pattern: str) -> regex.Pattern:
+def _compiled(pattern: str | regex.Pattern) -> regex.Pattern:
+    if isinstance(pattern, regex.Pattern):  # already compiled with the `regex` module
+        return pattern
     if not isinstance(pattern, str):
         raise TypeError(f"a pre-tokenization pattern is a str (a regular expression), not {type(pattern).__name__}")
     if pattern not in _COMPILED:
@@ -174,7 +176,7 @@ def pretokenize(text: str, pattern: PatternLike = GPT2_PATTERN) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"pretokenize takes a str, not {type(text).__name__} (decode bytes first, or use encode_bytes)")
-    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    patterns = [pattern] if isinstance(pattern, (str, regex.Pattern)) else list(pattern)
     if not patterns:
         raise ValueError("pretokenize needs at least one pattern")
     pieces = [text] if text else []
@@ -554,7 +556,7 @@ class BPETokenizer:
         self.merge_ranks: dict[Pair, int] = dict(merges) if merges is not None else merges_from_ranks(self.vocab)
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.pattern = pattern
-        for one in [pattern] if isinstance(pattern, str) else list(pattern):
+        for one in [pattern] if isinstance(pattern, (str, regex.Pattern)) else list(pattern):
             _compiled(one)  # a bad pattern fails here, with its message
         self._decoder: dict[int, bytes] = {i: t for t, i in self.vocab.items()}
         for text, i in self.special_tokens.items():
