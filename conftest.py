@@ -38,23 +38,25 @@ _STUDENT = re.compile(r"^notebooks/\d\d_[^/]*\.ipynb$")  # not notebooks/solutio
 _SETUP_COPY = re.compile(r"^build/suite/(?P<setup>[a-z0-9]+)/\d\d_[^/]*\.ipynb$")  # course.py's setup_copies
 
 
-# The slowest files, slowest first: their seconds in the suite on this 2-core machine (the copies in
-# build/suite/default/ run under the second CPU set-up, about 1.6 times slower); every other file took under 25 s.
+# The slowest files, slowest first: their seconds in the suite on the 2-core AMD EPYC (a fresh clone, 2026-11-27;
+# the copies in build/suite/SETUP/ ran under avx2, at about native speed; under default they take about 1.6 times as
+# long); every other file took under 15 s.
 _LONGEST_FIRST = (
-    "build/suite/SETUP/07_transformer_classifier.ipynb",  # 265 s
-    "build/suite/SETUP/08_vision_transformer.ipynb",  # 190 s
-    "notebooks/solutions/07_transformer_classifier.ipynb",  # 170 s
-    "notebooks/solutions/08_vision_transformer.ipynb",  # 145 s
-    "tests/test_nbgrader.py",  # 70 s: nbgrader releases and autogrades
-    "build/suite/SETUP/09_translation_encoder_decoder.ipynb",  # 70 s
-    "build/suite/SETUP/11_language_model.ipynb",  # 68 s
-    "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 46 s
-    "notebooks/solutions/11_language_model.ipynb",  # 34 s
-    "build/suite/SETUP/13_induction_heads.ipynb",  # 33 s of kernel CPU under avx2, 69 s under default
-    "notebooks/solutions/13_induction_heads.ipynb",  # 35 s of kernel CPU
-    "build/suite/SETUP/12_attention_at_scale.ipynb",  # 20 s of kernel CPU under avx2, 36 s under default
-    "notebooks/solutions/12_attention_at_scale.ipynb",  # 20 s of kernel CPU
-    "notebooks/08_vision_transformer.ipynb",  # 21 s as a smoke test (the other student notebooks take 7 to 18 s)
+    "tests/test_nbgrader.py",  # 107 s: nbgrader releases and autogrades 01, 02 and 09 for three students
+    "notebooks/solutions/16_chat_model.ipynb",  # 33 s: a 135M-parameter model read, dequantized and run
+    "build/suite/SETUP/16_chat_model.ipynb",  # 32 s
+    "build/suite/SETUP/07_transformer_classifier.ipynb",  # 32 s
+    "notebooks/solutions/07_transformer_classifier.ipynb",  # 32 s
+    "tests/test_site.py",  # 32 s: the website built and measured in headless Chromium
+    "notebooks/solutions/09_translation_encoder_decoder.ipynb",  # 28 s
+    "notebooks/16_chat_model.ipynb",  # 24 s as a smoke test (the model is real whatever the smoke setting)
+    "build/suite/SETUP/08_vision_transformer.ipynb",  # 24 s
+    "notebooks/solutions/08_vision_transformer.ipynb",  # 23 s
+    "build/suite/SETUP/09_translation_encoder_decoder.ipynb",  # 23 s
+    "notebooks/solutions/11_language_model.ipynb",  # 19 s
+    "build/suite/SETUP/11_language_model.ipynb",  # 18 s
+    "tests/test_chat.py",  # 17 s
+    "build/suite/SETUP/13_induction_heads.ipynb",  # 15 s
 )
 
 

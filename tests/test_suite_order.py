@@ -32,10 +32,10 @@ def test_order_longest_first_then_notebooks_by_number_then_tests():
     ]
     ordered = sorted(paths, key=lambda nodeid: _order(SimpleNamespace(nodeid=nodeid)))
     assert ordered == [
+        "tests/test_nbgrader.py::test_y",
         "build/suite/avx2/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/07_transformer_classifier.ipynb::Cell 0",
         "notebooks/solutions/08_vision_transformer.ipynb::Cell 3",
-        "tests/test_nbgrader.py::test_y",
         "notebooks/solutions/10_pretrained_encoder.ipynb::Cell 0",
         "notebooks/01_attention_shapes.ipynb::Cell 0",
         "tests/test_attention.py::test_x",

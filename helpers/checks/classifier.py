@@ -658,7 +658,7 @@ _LR_CASES: list[tuple[str, dict[float, History], float, dict[float, str]]] = [
     ),
     (
         "a curve whose lowest point is not where it ends",
-        {1e-3: _curve([2.2, 0.5, 0.40], 0.91, 0.20), 3e-3: _curve([2.3, 0.35, 0.45], 0.90, 0.25)},
+        {1e-3: _curve([2.2, 0.5, 0.40], 0.91, 0.20), 3e-3: _curve([2.4, 0.35, 0.45], 0.90, 0.25)},
         1e-3,
         {
             3e-3: "the run whose curve dipped lowest on the way was chosen (min(run.val_loss)); compare where the runs "
