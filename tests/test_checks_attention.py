@@ -242,6 +242,33 @@ def test_mha_stub_is_not_attempted(capsys):
     assert_not_attempted(check_multi_head_attention, MHA, capsys)
 
 
+def _shipped_mha(partial: bool):
+    class MultiHeadAttention(nn.Module):  # the student notebook's class, its forward the stub or partial work
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.num_heads, self.d_k = num_heads, d_model // num_heads
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        if partial:
+
+            def forward(self, query, key, value, mask=None):
+                q = ref.split_heads(self.w_q(query), self.num_heads)  # noqa: F841 - real work, then the stub's raise
+                raise NotImplementedError("Exercise: replace this line with your code")
+
+        else:
+
+            def forward(self, query, key, value, mask=None):
+                # YOUR CODE HERE
+                raise NotImplementedError("Exercise: replace this line with your code")
+
+    return MultiHeadAttention
+
+
+def test_mha_shipped_stub_is_not_attempted_and_partial_work_is_named(capsys):
+    assert_not_attempted(check_multi_head_attention, _shipped_mha(partial=False), capsys)
+    assert_caught(check_multi_head_attention, _shipped_mha(partial=True), "partial work")
+
+
 MHA_MISTAKES = [
     ("split", "without a transpose"),
     ("merge", "merged without a transpose"),

@@ -918,3 +918,91 @@ def lr_partial(step, d_model, warmup_steps):
 )
 def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
     assert_caught(check, answer, "unfinished branch")
+
+
+# ------------------------------------------------------------------ catalogue of 2026-11-27: more slips, more right answers
+
+
+def _cat_sa(block, h, mask=None):
+    return block.self_attn(h, h, h, mask)[0]
+
+
+def enc_work_above_the_stub(block, x, mask=None):
+    attn_out, _ = block.self_attn(x, x, x, mask)  # noqa: F841 - real work above the stub's raise
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def pre_ln_work_above_the_stub(block, x, mask=None):
+    h = block.norm1(x)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def dec_work_above_the_stub(block, x, memory, tgt_mask=None):
+    h = block.norm1(x + _cat_sa(block, x, tgt_mask))  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def lr_work_above_the_stub(step, d_model, warmup_steps):
+    scale = d_model**-0.5  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@pytest.mark.parametrize(
+    "check, answer, phrase",
+    [
+        (check_encoder_block_forward, enc_work_above_the_stub, "partial work"),
+        (check_pre_ln_encoder_block_forward, pre_ln_work_above_the_stub, "partial work"),
+        (check_decoder_block_forward, dec_work_above_the_stub, "partial work"),
+        (check_transformer_lr, lr_work_above_the_stub, "partial work"),
+        (check_transformer_lr, lambda s, d, w: d**-0.5 * min(s**-0.5, s / w), "rises to 1 at the peak"),
+        (check_transformer_lr, lambda s, d, w: d**-0.5 * min(s**-0.5, (s + 1) * w**-1.5), "(step + 1) * warmup_steps^-1.5"),
+        (check_transformer_lr, lambda s, d, w: d**-0.5 * min(s**-0.5, (s - 1) * w**-1.5), "(step - 1) * warmup_steps^-1.5"),
+        (check_transformer_lr, lambda s, d, w: d**-0.5 * min((s + 1) ** -0.5, s * w**-1.5), "(step + 1)^-0.5"),
+        (
+            check_transformer_lr,
+            lambda s, d, w: d**-0.5 * min(max(s - 1, 1) ** -0.5, (s - 1) * w**-1.5),
+            "is 0 at step 1",
+        ),
+    ],
+)
+def test_catalogue_more_wrong_answers_named(check, answer, phrase):
+    assert_caught(check, answer, phrase)
+
+
+def enc_functional_norms(block, x, mask=None):
+    def ln(norm, t):
+        return F.layer_norm(t, t.shape[-1:], norm.weight, norm.bias, norm.eps)
+
+    h = ln(block.norm1, x + _cat_sa(block, x, mask))
+    return ln(block.norm2, h + block.ff(h))
+
+
+def pre_ln_loop(block, x, mask=None):
+    for norm, sublayer in ((block.norm1, lambda h: _cat_sa(block, h, mask)), (block.norm2, block.ff)):
+        x = x + sublayer(norm(x))
+    return x
+
+
+def dec_keywords(block, x, memory, tgt_mask=None):
+    a, _ = block.self_attn(x, x, x, mask=tgt_mask)
+    x = block.norm1(x + a)
+    c, _ = block.cross_attn(query=x, key=memory, value=memory)
+    x = block.norm2(x + c)
+    return block.norm3(x + block.ff(x))
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (check_encoder_block_forward, enc_functional_norms),
+        (check_pre_ln_encoder_block_forward, pre_ln_loop),
+        (check_decoder_block_forward, dec_keywords),
+        (check_transformer_lr, lambda s, d, w: (d**-0.5) * (s * w**-1.5 if s < w else s**-0.5)),
+        (
+            check_transformer_lr,
+            lambda s, d, w: d**-0.5 * torch.minimum(torch.tensor(float(s)).rsqrt(), torch.tensor(s * w**-1.5)),
+        ),
+    ],
+)
+def test_catalogue_more_right_answers_pass(check, answer):
+    assert check(answer) is True

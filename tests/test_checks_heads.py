@@ -307,3 +307,127 @@ def columns_partial(X, W_q, W_k, W_v, W_o, num_heads):
 @pytest.mark.parametrize("check, answer", [(check_head_scores, scores_partial), (check_multi_head_columns, columns_partial)])
 def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
     assert_caught(check, answer, "unfinished branch")
+
+
+# ------------------------------------------------------------------ catalogue of 2026-11-27: more slips, more right answers
+
+
+def _split_last(t, h):
+    return t.unflatten(-1, (h, t.shape[-1] // h)).transpose(1, 2)  # (batch, heads, n, d_k)
+
+
+def scores_by_two_d_k(queries, keys, num_heads):  # scores / d_k ** 1 / 2: divided by d_k, then by 2
+    d_k = queries.shape[-1] // num_heads
+    return _split_last(queries, num_heads) @ _split_last(keys, num_heads).transpose(-2, -1) / d_k**1 / 2
+
+
+def scores_masked(queries, keys, num_heads):  # a causal mask where none belongs
+    d_k = queries.shape[-1] // num_heads
+    s = _split_last(queries, num_heads) @ _split_last(keys, num_heads).transpose(-2, -1) / math.sqrt(d_k)
+    return s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+
+
+def scores_work_above_the_stub(queries, keys, num_heads):
+    d_k = queries.shape[-1] // num_heads  # noqa: F841 - real work above the stub's raise
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+SCORES_CATALOGUE_WRONG = {
+    "divided by 2 d_k": (scores_by_two_d_k, "divided by 2 * d_k"),
+    "masked": (scores_masked, "a mask was applied"),
+    "work above the stub": (scores_work_above_the_stub, "partial work"),
+}
+
+
+@pytest.mark.parametrize("name", SCORES_CATALOGUE_WRONG)
+def test_head_scores_more_wrong_answers_named(name):
+    answer, phrase = SCORES_CATALOGUE_WRONG[name]
+    assert_caught(check_head_scores, answer, phrase)
+
+
+def scores_view_transpose_matmul(q, k, h):
+    (b, n, d), m = q.shape, k.shape[1]
+    return q.view(b, n, h, d // h).transpose(1, 2) @ k.view(b, m, h, d // h).permute(0, 2, 3, 1) / (d // h) ** 0.5
+
+
+def scores_loop_over_heads(q, k, h):
+    d_k = q.shape[-1] // h
+    parts = [q[..., i * d_k : (i + 1) * d_k] @ k[..., i * d_k : (i + 1) * d_k].transpose(-2, -1) for i in range(h)]
+    return torch.stack(parts, 1) * d_k**-0.5
+
+
+def scores_queries_scaled_first(q, k, h):
+    d_k = q.shape[-1] // h
+    return torch.einsum("bnhd,bmhd->bhnm", q.unflatten(-1, (h, d_k)) / math.sqrt(d_k), k.unflatten(-1, (h, d_k)))
+
+
+@pytest.mark.parametrize("answer", [scores_view_transpose_matmul, scores_loop_over_heads, scores_queries_scaled_first])
+def test_head_scores_more_right_answers_pass(answer):
+    assert check_head_scores(answer) is True
+
+
+def _columns_by_hand(X, W_q, W_k, W_v, W_o, h, *, after=False, causal=False):
+    d_k, n = X.shape[0] // h, X.shape[1]
+    stacked = []
+    for i in range(h):
+        r = slice(i * d_k, (i + 1) * d_k)
+        Q, K, V = W_q[r] @ X, W_k[r] @ X, W_v[r] @ X  # (d_k, n) each
+        s = K.T @ Q  # (n keys, n queries)
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).tril(-1), float("-inf"))
+        A = torch.softmax(s, 0) / math.sqrt(d_k) if after else torch.softmax(s / math.sqrt(d_k), 0)
+        stacked.append(V @ A)
+    return W_o @ torch.cat(stacked, 0)
+
+
+def columns_scale_after_softmax(X, W_q, W_k, W_v, W_o, h):
+    return _columns_by_hand(X, W_q, W_k, W_v, W_o, h, after=True)
+
+
+def columns_causal(X, W_q, W_k, W_v, W_o, h):
+    return _columns_by_hand(X, W_q, W_k, W_v, W_o, h, causal=True)
+
+
+def columns_work_above_the_stub(X, W_q, W_k, W_v, W_o, num_heads):
+    d_k = X.shape[0] // num_heads  # noqa: F841 - real work above the stub's raise
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+COLUMNS_CATALOGUE_WRONG = {
+    "scale after softmax": (columns_scale_after_softmax, "applied after the softmax"),
+    "causal mask": (columns_causal, "a causal mask was applied"),
+    "work above the stub": (columns_work_above_the_stub, "partial work"),
+}
+
+
+@pytest.mark.parametrize("name", COLUMNS_CATALOGUE_WRONG)
+def test_columns_more_wrong_answers_named(name):
+    answer, phrase = COLUMNS_CATALOGUE_WRONG[name]
+    assert_caught(check_multi_head_columns, answer, phrase)
+
+
+def columns_batched(X, W_q, W_k, W_v, W_o, h):
+    (d, n), d_k = X.shape, X.shape[0] // h
+    Q, K, V = ((W @ X).view(h, d_k, n) for W in (W_q, W_k, W_v))  # (h, d_k, n) each
+    return W_o @ (V @ torch.softmax(K.transpose(1, 2) @ Q / d_k**0.5, dim=1)).reshape(d, n)
+
+
+def columns_sdpa_on_rows(X, W_q, W_k, W_v, W_o, h):
+    (d, n), d_k = X.shape, X.shape[0] // h
+    q, k, v = ((W @ X).T.view(n, h, d_k).transpose(0, 1) for W in (W_q, W_k, W_v))  # (h, n, d_k) each
+    return W_o @ torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(n, d).T
+
+
+def columns_row_weights_transposed(X, W_q, W_k, W_v, W_o, h):
+    d_k = X.shape[0] // h
+    stacked = []
+    for i in range(h):
+        r = slice(i * d_k, (i + 1) * d_k)
+        Q, K, V = W_q[r] @ X, W_k[r] @ X, W_v[r] @ X
+        stacked.append(V @ torch.softmax(Q.T @ K / math.sqrt(d_k), -1).T)
+    return W_o @ torch.cat(stacked)
+
+
+@pytest.mark.parametrize("answer", [columns_batched, columns_sdpa_on_rows, columns_row_weights_transposed])
+def test_columns_more_right_answers_pass(answer):
+    assert check_multi_head_columns(answer) is True

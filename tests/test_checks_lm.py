@@ -1059,3 +1059,185 @@ def _partial_top_p(logits, p):  # the p >= 1 branch still the stub
 )
 def test_partial_work_is_named_not_called_not_attempted(check, answer):
     assert_caught(check, answer, "partial work", "unfinished branch")
+
+
+# ---------------------------------------------------------------- the outside reviewers' catalogue
+
+
+def _loss_partial(logits, ids):  # real work above the stub's raise
+    predictions, targets = logits[:, :-1], ids[:, 1:]  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _sample_partial(model, ids, steps, window, logits_filter=lambda z: z, generator=None):
+    logits = model(ids[:, -window:])[:, -1]  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _rms_partial(x, weight, eps=1e-6):
+    rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _rope_partial(x, angles):
+    cos, sin = angles.cos(), angles.sin()  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _swiglu_partial(x, w_gate, w_up, w_down):
+    gate = F.silu(x @ w_gate.T)  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _repeat_partial(kv, groups):
+    b, h, n, d = kv.shape
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _top_k_partial(logits, temperature=1.0, k=None):
+    scaled = logits / temperature  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _top_p_partial(logits, p):
+    probs = logits.softmax(-1)  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _cached_partial(q, k, v):
+    n, m = q.shape[-2], k.shape[-2]  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def _cache_partial(cache_k, cache_v, k, v):
+    k_all = torch.cat([cache_k, k], dim=2)  # noqa: F841 (partial work: used by the unwritten rest)
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (check_next_token_loss, _loss_partial),
+        (check_sample, _sample_partial),
+        (check_rms_norm, _rms_partial),
+        (check_apply_rope, _rope_partial),
+        (check_swiglu, _swiglu_partial),
+        (check_repeat_kv, _repeat_partial),
+        (check_temperature_top_k, _top_k_partial),
+        (check_top_p_filter, _top_p_partial),
+        (check_cached_attention, _cached_partial),
+        (check_cache_update, _cache_partial),
+    ],
+    ids=["loss", "sample", "rms", "rope", "swiglu", "repeat", "top-k", "top-p", "cached", "cache"],
+)
+def test_work_above_the_stubs_raise_is_partial_work_not_not_attempted(check, answer):
+    message = assert_caught(check, answer, "partial work")
+    assert "not attempted" not in message
+
+
+def _pair_terms(x, angles):
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (n, d/2)
+    return x[..., 0::2], x[..., 1::2], cos, sin
+
+
+def _rope_plus_in_first(x, angles):  # (a cos + b sin, a sin + b cos)
+    a, b, cos, sin = _pair_terms(x, angles)
+    return torch.stack([a * cos + b * sin, a * sin + b * cos], -1).flatten(-2)
+
+
+def _rope_minus_in_second(x, angles):  # (a cos - b sin, -a sin + b cos)
+    a, b, cos, sin = _pair_terms(x, angles)
+    return torch.stack([a * cos - b * sin, b * cos - a * sin], -1).flatten(-2)
+
+
+def _rope_degrees(x, angles):
+    return apply_rope(x, torch.deg2rad(angles))
+
+
+def _top_p_hf_float32(logits, p):  # the transformers way, without the p >= 1 shortcut: float32 sums pass 1
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+    remove = sorted_logits.softmax(-1).cumsum(-1) > p
+    remove[..., 1:] = remove[..., :-1].clone()
+    remove[..., 0] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+
+def _nucleus_on_logits(logits, p):  # the cumulative sum over the sorted logits, not their probabilities
+    values, order = logits.sort(-1, descending=True)
+    keep = values.cumsum(-1) - values < p
+    return logits.masked_fill(~keep.scatter(-1, order, keep), float("-inf"))
+
+
+def _cached_scaled_by_keys(q, k, v):  # sqrt(m), the number of keys, instead of sqrt(d)
+    n, m = q.shape[-2], k.shape[-2]
+    visible = torch.ones(n, m, dtype=torch.bool).tril(m - n)
+    return (q @ k.mT / math.sqrt(m)).masked_fill(~visible, float("-inf")).softmax(-1) @ v
+
+
+@pytest.mark.parametrize(
+    "check, wrong, phrases",
+    [
+        (check_apply_rope, _rope_plus_in_first, ["b sin term is wrong in the first feature", "not a rotation"]),
+        (check_apply_rope, _rope_minus_in_second, ["a sin term is wrong in the second feature", "not a rotation"]),
+        (check_apply_rope, _rope_degrees, ["from degrees", "already in radians"]),
+        (check_top_p_filter, _top_p_hf_float32, ["with p=1 every token must stay", "precision problem"]),
+        (check_temperature_top_k, lambda z, temperature=1.0, k=None: temperature_top_k(z, 1 / temperature, k), ["multiplied"]),
+        (check_repeat_kv, lambda kv, groups: torch.cat([kv] * groups, dim=1), ["wrong order", "repeat_interleave"]),
+        (check_cache_update, lambda ck, cv, k, v: (torch.cat([ck, k], 1), torch.cat([cv, v], 1)), ["axis 1", "dim=2"]),
+        (check_cached_attention, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), ["top-left"]),
+        (check_swiglu, lambda x, g, u, d: (x @ g.T * F.silu(x @ u.T)) @ d.T, ["wrong branch"]),
+        (
+            check_rms_norm,
+            lambda x, w, eps=1e-6: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w,
+            ["outside the square root"],
+        ),
+        (check_rms_norm, lambda x, w, eps=1e-6: rms_norm(x, w, eps) * (1 + w) / w, ["(1 + weight)", "gain itself"]),
+        (
+            check_next_token_loss,
+            lambda z, ids: F.cross_entropy(z[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), label_smoothing=0.1),
+            ["label-smoothed"],
+        ),
+        (check_top_p_filter, lambda z, p: _nucleus_on_logits(z, p), ["over the logits"]),
+        (check_cache_update, lambda ck, cv, k, v: (torch.stack([ck, k], 2), torch.stack([cv, v], 2)), ["torch.stack adds"]),
+        (check_repeat_kv, lambda kv, groups: kv[:, :, None].expand(-1, -1, groups, -1, -1), ["5 axes", "reshape"]),
+        (check_cached_attention, _cached_scaled_by_keys, ["sqrt(m)"]),
+    ],
+)
+def test_reviewers_mistakes_are_named(check, wrong, phrases):
+    assert_caught(check, wrong, *phrases)
+
+
+def _top_p_hf_guarded(logits, p):
+    return logits if p >= 1 else _top_p_hf_float32(logits, p)
+
+
+def _rope_into_empty(x, angles):
+    a, b, cos, sin = _pair_terms(x, angles)
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out
+
+
+def _cached_tril_rows(q, k, v):  # the last n rows of an m x m causal mask
+    n, m = q.shape[-2], k.shape[-2]
+    scores = torch.einsum("...nd,...md->...nm", q, k) / math.sqrt(q.shape[-1])
+    mask = torch.ones(m, m, dtype=torch.bool, device=q.device).tril()[-n:]
+    return torch.einsum("...nm,...md->...nd", scores.masked_fill(~mask, float("-inf")).softmax(-1), v)
+
+
+@pytest.mark.parametrize(
+    "check, right",
+    [
+        (check_top_p_filter, _top_p_hf_guarded),
+        (check_apply_rope, _rope_into_empty),
+        (check_cached_attention, _cached_tril_rows),
+        (check_rms_norm, lambda x, w, eps=1e-6: F.rms_norm(x, (x.shape[-1],), w, eps)),
+        (check_repeat_kv, lambda kv, groups: torch.stack([kv] * groups, dim=2).flatten(1, 2)),
+        (check_swiglu, lambda x, g, u, d: F.linear(F.silu(F.linear(x, g)) * F.linear(x, u), d)),
+        (check_cache_update, lambda ck, cv, k, v: [torch.concat([ck, k], dim=-2), torch.concat([cv, v], dim=-2)]),
+        (check_next_token_loss, lambda z, ids: F.cross_entropy(z[:, :-1].transpose(1, 2), ids[:, 1:])),
+    ],
+)
+def test_reviewers_right_answers_pass(check, right):
+    assert check(right) is True

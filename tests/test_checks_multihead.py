@@ -332,3 +332,56 @@ def test_what_the_check_says_names_the_mistake_and_records_nothing():
     assert "view-versus-transpose trap" in wrong, wrong
     assert what_the_check_says(check_split_heads, helpers.attention.split_heads) == "split the heads: correct."
     assert outcomes() == before
+
+
+# ------------------------------------------------------------------ catalogue of 2026-11-27: more slips, more right answers
+
+
+def split_transpose_1_3(x, num_heads):
+    b, n, d = x.shape
+    return x.view(b, n, num_heads, d // num_heads).transpose(1, 3)
+
+
+def split_work_above_the_stub(x, num_heads):
+    b, n, d = x.shape  # noqa: F841 - real work above the stub's raise
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def merge_work_above_the_stub(x):
+    b, h, n, d_k = x.shape  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def merge_view_without_contiguous(x):
+    b, h, n, d_k = x.shape
+    return x.transpose(1, 2).view(b, n, h * d_k)
+
+
+@pytest.mark.parametrize(
+    "check, answer, phrase",
+    [
+        (check_split_heads, split_transpose_1_3, "transpose(1, 3) swaps the tokens with the features"),
+        (check_split_heads, split_work_above_the_stub, "partial work"),
+        (check_merge_heads, merge_work_above_the_stub, "partial work"),
+        (check_merge_heads, merge_view_without_contiguous, "reshape"),
+    ],
+)
+def test_more_wrong_answers_named(check, answer, phrase):
+    assert_caught(check, answer, phrase)
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (
+            check_split_heads,
+            lambda x, h: torch.stack([x[..., i * (x.shape[-1] // h) : (i + 1) * (x.shape[-1] // h)] for i in range(h)], 1),
+        ),
+        (check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(0, 2, 1, 3).contiguous()),
+        (check_merge_heads, lambda x: torch.cat(x.unbind(1), dim=-1)),
+        (check_merge_heads, lambda x: x.transpose(1, 2).flatten(2)),
+        (check_merge_heads, lambda x: x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], -1)),
+    ],
+)
+def test_more_right_answers_pass(check, answer):
+    assert check(answer) is True

@@ -629,3 +629,112 @@ def bn_partial(x, eps=1e-5):
 )
 def test_an_unfinished_branch_is_named_not_called_unattempted(check, answer):
     assert_caught(check, answer, "unfinished branch")
+
+
+# ------------------------------------------------------------------ catalogue of 2026-11-27: more slips, more right answers
+
+
+def pe_one_frequency(max_len, d_model):  # the exponent does not grow with the pair index
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] / 10000 ** (2 / d_model) * torch.ones(d_model // 2)
+    return torch.stack([angle.sin(), angle.cos()], -1).flatten(1)
+
+
+def pe_work_above_the_stub(max_len, d_model):
+    position = torch.arange(max_len)[:, None]  # noqa: F841 - real work above the stub's raise
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def shift_work_above_the_stub(k, d_model):
+    omegas = 10000 ** (-torch.arange(0, d_model, 2) / d_model)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def ln_work_above_the_stub(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def ln_e_x2_minus_mean2_eps_outside(x, gamma, beta, eps=1e-5):
+    m = x.mean(-1, keepdim=True)
+    return (x - m) / (((x * x).mean(-1, keepdim=True) - m * m).sqrt() + eps) * gamma + beta
+
+
+def bn_running_statistics(x, eps=1e-5):  # one training pass, then eval: the running statistics
+    bn = torch.nn.BatchNorm1d(x.shape[-1], affine=False, eps=eps, dtype=x.dtype)
+    bn(x.transpose(1, 2))
+    return bn.eval()(x.transpose(1, 2)).transpose(1, 2)
+
+
+def bn_work_above_the_stub(x, eps=1e-5):
+    mean = x.mean(dim=(0, 1), keepdim=True)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@pytest.mark.parametrize(
+    "check, answer, phrase",
+    [
+        (check_positional_encoding, pe_one_frequency, "every sin/cos pair has the same frequency"),
+        (check_positional_encoding, pe_work_above_the_stub, "partial work"),
+        (check_shift_matrix, shift_work_above_the_stub, "partial work"),
+        (check_layer_norm, ln_work_above_the_stub, "partial work"),
+        (check_layer_norm, ln_e_x2_minus_mean2_eps_outside, "eps is added outside the square root"),
+        (check_batch_norm, bn_running_statistics, "the running statistics were used"),
+        (check_batch_norm, bn_work_above_the_stub, "partial work"),
+    ],
+)
+def test_catalogue_more_wrong_answers_named(check, answer, phrase):
+    assert_caught(check, answer, phrase)
+
+
+def pe_exp_log_float32(max_len, d_model):
+    pos = torch.arange(max_len).float().unsqueeze(1)
+    div = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
+    return pe
+
+
+def pe_python_loops(max_len, d_model):
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    for p in range(max_len):
+        for i in range(d_model // 2):
+            pe[p, 2 * i], pe[p, 2 * i + 1] = math.sin(p / 10000 ** (2 * i / d_model)), math.cos(p / 10000 ** (2 * i / d_model))
+    return pe
+
+
+def shift_block_diag(k, d_model):
+    w = 10000 ** (-2 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)
+    c, s = torch.cos(k * w), torch.sin(k * w)
+    return torch.block_diag(*[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for ci, si in zip(c, s, strict=True)])
+
+
+def ln_var_mean_rsqrt(x, gamma, beta, eps=1e-5):
+    v, m = torch.var_mean(x, -1, keepdim=True, correction=0)
+    return (x - m) * torch.rsqrt(v + eps) * gamma + beta
+
+
+def bn_functional_training(x, eps=1e-5):
+    return F.batch_norm(x.transpose(1, 2), None, None, training=True, eps=eps).transpose(1, 2)
+
+
+def bn_flattened(x, eps=1e-5):
+    f = x.reshape(-1, x.shape[-1])
+    m = f.mean(0)
+    return (x - m) / (((f - m) ** 2).mean(0) + eps).sqrt()
+
+
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (check_positional_encoding, pe_exp_log_float32),
+        (check_positional_encoding, pe_python_loops),
+        (check_shift_matrix, shift_block_diag),
+        (check_shift_matrix, lambda k, d: shift_block_diag(k, d).float()),
+        (check_layer_norm, ln_var_mean_rsqrt),
+        (check_layer_norm, lambda x, g, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], g, b, eps)),
+        (check_batch_norm, bn_functional_training),
+        (check_batch_norm, bn_flattened),
+    ],
+)
+def test_catalogue_more_right_answers_pass(check, answer):
+    assert check(answer) is True

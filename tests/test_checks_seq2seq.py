@@ -821,3 +821,153 @@ def additive_through_float32(att, s, h, mask):
 
 def test_a_float64_answer_computed_in_float32_is_a_named_precision_problem():
     assert_caught(check_additive_attention, additive_through_float32, "precision problem", "float32")
+
+
+# ---------------------------------------------------------------- the outside review's catalogue: partial work
+
+
+def shift_right_partial(tgt):
+    bos = torch.full_like(tgt[:, :1], BOS)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def padding_mask_partial(src):
+    real = src != PAD  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@torch.no_grad()
+def greedy_partial(model, src, max_len):
+    state = model.encode(src)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def additive_partial(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def alignment_partial(weights, align):
+    has_word = align >= 0  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@pytest.mark.parametrize(
+    "check, partial",
+    [
+        (check_shift_right, shift_right_partial),
+        (check_source_padding_mask, padding_mask_partial),
+        (check_greedy_decode, greedy_partial),
+        (check_additive_attention, additive_partial),
+        (check_alignment_accuracy, alignment_partial),
+    ],
+)
+def test_partial_work_is_not_called_not_attempted(check, partial):
+    assert_caught(check, partial, "partial work", "unfinished branch")
+
+
+def shift_with_where(tgt):
+    first = torch.arange(tgt.shape[1], device=tgt.device)[None] == 0  # (1, n)
+    return torch.where(first, torch.full_like(tgt, BOS), tgt.roll(1, dims=1))  # (batch, n)
+
+
+def alignment_with_masked_select(weights, align):
+    keep = align >= 0  # (batch, n)
+    return torch.masked_select(weights.max(dim=-1).indices == align, keep).to(torch.float64).mean().item()
+
+
+def test_review_right_answers_pass():
+    assert check_shift_right(shift_with_where) is True
+    assert check_source_padding_mask(lambda src: torch.logical_not(src.eq(PAD)).view(src.shape[0], 1, src.shape[1])) is True
+    assert check_alignment_accuracy(alignment_with_masked_select) is True
+
+
+def _greedy_loop(model, src, max_len, pick, steps=None):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)  # (batch, 1)
+    for _ in range(max_len if steps is None else steps):
+        logits = model.decode(ys, state).clone()  # (batch, t, vocab)
+        logits[..., [PAD, BOS]] = float("-inf")
+        ys = torch.cat([ys, pick(logits).reshape(-1, 1)], dim=1)  # (batch, t + 1)
+        if (ys == EOS).any(dim=1).all():
+            break
+    return ys[:, 1:]
+
+
+def test_greedy_one_step_too_many_is_named():
+    wrong = lambda model, src, max_len: _greedy_loop(model, src, max_len, lambda x: x[:, -1].argmax(-1), steps=max_len + 1)  # noqa: E731
+    assert_caught(check_greedy_decode, wrong, "step(s) too many", "range(max_len)")
+
+
+def test_greedy_argmax_over_the_positions_is_named():
+    wrong = lambda model, src, max_len: _greedy_loop(model, src, max_len, lambda x: x.argmax(1)[:, -1])  # noqa: E731
+    assert_caught(check_greedy_decode, wrong, "argmax runs over the positions", "logits[:, -1].argmax(-1)")
+
+
+def test_greedy_argmax_over_the_batch_is_named():
+    wrong = lambda model, src, max_len: _greedy_loop(model, src, max_len, lambda x: x[:, -1].argmax(0))  # noqa: E731
+    assert_caught(check_greedy_decode, wrong, "maximum over the vocabulary")
+
+
+@torch.no_grad()
+def greedy_preallocated(model, src, max_len):
+    state = model.encode(src)
+    ys = torch.full((src.shape[0], max_len + 1), PAD, dtype=torch.long, device=src.device)  # (batch, max_len + 1)
+    ys[:, 0] = BOS
+    for t in range(max_len):
+        logits = model.decode(ys[:, : t + 1], state)[:, t]  # (batch, vocab)
+        logits[:, PAD] = logits[:, BOS] = -float("inf")
+        ys[:, t + 1] = logits.argmax(-1)
+    return ys[:, 1:]
+
+
+def test_greedy_preallocated_answer_passes():
+    assert check_greedy_decode(greedy_preallocated) is True
+
+
+def additive_multiplicative(att, s, h, mask):
+    scores = (att.W1(h) * att.W2(s).unsqueeze(1)).sum(-1)  # (batch, m): a dot product, not an additive score
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)  # (batch, m)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+def test_additive_multiplicative_score_is_named():
+    assert_caught(check_additive_attention, additive_multiplicative, "multiplicative", "tanh")
+
+
+def test_shift_right_removing_eos_is_named():
+    def wrong(tgt):
+        shifted = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)  # (batch, n)
+        return shifted.masked_fill(shifted == EOS, PAD)
+
+    assert_caught(check_shift_right, wrong, "<eos> was removed instead of the last position")
+
+
+# A tensor made on the notebook's `device` instead of the inputs': "meta" stands in for CUDA on a CPU-only machine.
+_OTHER = "meta"
+
+
+@torch.no_grad()
+def greedy_on_another_device(model, src, max_len):
+    return torch.full((src.shape[0], 1), EOS, dtype=torch.long, device=_OTHER)
+
+
+def additive_on_another_device(att, s, h, mask):
+    scores = att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1))).squeeze(-1)  # (batch, m)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")) + torch.zeros(1, dtype=h.dtype, device=_OTHER), -1)
+    return (weights.unsqueeze(1) @ h).squeeze(1), weights
+
+
+@pytest.mark.parametrize(
+    "check, wrong",
+    [
+        (check_shift_right, lambda tgt: torch.cat([torch.full((tgt.shape[0], 1), BOS, device=_OTHER), tgt[:, :-1]], 1)),
+        (check_shift_right, lambda tgt: torch.full(tgt.shape, BOS, dtype=torch.long, device=_OTHER)),
+        (check_source_padding_mask, lambda src: (src != torch.tensor(PAD, device=_OTHER))[:, None]),
+        (check_source_padding_mask, lambda src: torch.ones(src.shape[0], 1, src.shape[1], dtype=torch.bool, device=_OTHER)),
+        (check_greedy_decode, greedy_on_another_device),
+        (check_additive_attention, additive_on_another_device),
+    ],
+)
+def test_a_tensor_made_on_another_device_is_named(check, wrong):
+    assert_caught(check, wrong, "device")

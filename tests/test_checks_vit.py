@@ -590,3 +590,150 @@ def test_position_similarity_reference_passes_on_the_course_models():
     torch.manual_seed(0)
     model = VisionTransformer(image_size=8, patch_size=2, d_model=64, depth=2, num_heads=4, d_ff=128)
     torch.testing.assert_close(_cosine_grid(_patch_rows(model), model).detach(), position_similarity(model))
+
+
+# ---------------------------------------------------------------- the outside review's catalogue (partial work, more slips)
+
+
+def _pf(images, p):
+    b, c, h, w = images.shape
+    return images.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, -1, c * p * p)
+
+
+def patchify_partial(images, patch_size):
+    b, c, h, w = images.shape
+    grid = images.reshape(b, c, h // patch_size, patch_size, w // patch_size, patch_size)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def embedding_partial(images, weight, bias, patch_size):
+    patches = _pf(images, patch_size)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def vit_forward_partial(model, images):
+    patches = model.patch_embed(images)  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+def position_similarity_partial(model):
+    rows = model.pos_embed[0, 1:]  # noqa: F841
+    raise NotImplementedError("Exercise: replace this line with your code")
+
+
+@pytest.mark.parametrize(
+    "check, partial",
+    [
+        (check_patchify, patchify_partial),
+        (check_image_patch_embedding, embedding_partial),
+        (check_vit_forward, vit_forward_partial),
+        (check_position_similarity, position_similarity_partial),
+    ],
+)
+def test_partial_work_is_not_called_not_attempted(check, partial):
+    assert_caught(check, partial, "partial work", "unfinished branch")
+
+
+def patchify_missing_last_grid_row(images, p):
+    b, c, h, w = images.shape
+    rows = [
+        images[:, :, i * p : (i + 1) * p, j * p : (j + 1) * p].reshape(b, -1) for i in range(h // p - 1) for j in range(w // p)
+    ]
+    return torch.stack(rows, 1)
+
+
+def test_patchify_off_by_one_grid_is_named():
+    assert_caught(check_patchify, patchify_missing_last_grid_row, "off-by-one", "range(H // p)")
+
+
+def test_patch_embedding_softmax_is_named():
+    assert_caught(check_image_patch_embedding, lambda x, w, b, p: torch.softmax(_pf(x, p) @ w.T + b, dim=-1), "softmax", "linear")
+
+
+def _vit_tokens(model, images, tokens):
+    for block in model.blocks:
+        tokens = block(tokens)
+    return model.head(model.norm(tokens)[:, 0])
+
+
+def vit_class_token_twice(model, images):
+    cls = model.cls_token.expand(images.shape[0], -1, -1)
+    x = torch.cat([cls, cls, model.patch_embed(images)], 1) + torch.cat([model.pos_embed[:, :1], model.pos_embed], 1)
+    return _vit_tokens(model, images, x)
+
+
+def vit_class_token_twice_after_positions(model, images):
+    cls = model.cls_token.expand(images.shape[0], -1, -1)
+    return _vit_tokens(model, images, torch.cat([cls, torch.cat([cls, model.patch_embed(images)], 1) + model.pos_embed], 1))
+
+
+def vit_class_token_added_to_every_patch(model, images):
+    return _vit_tokens(model, images, model.patch_embed(images) + model.cls_token + model.pos_embed[:, 1:])
+
+
+def vit_softmax_over_the_batch(model, images):
+    x = torch.cat([model.cls_token.expand(images.shape[0], -1, -1), model.patch_embed(images)], 1) + model.pos_embed
+    return torch.softmax(_vit_tokens(model, images, x), dim=0)
+
+
+@pytest.mark.parametrize(
+    "wrong, phrase",
+    [
+        (vit_class_token_twice, "prepended twice"),
+        (vit_class_token_twice_after_positions, "prepended twice"),
+        (vit_class_token_added_to_every_patch, "added to every patch embedding"),
+        (vit_softmax_over_the_batch, "softmax over the batch"),
+    ],
+)
+def test_vit_forward_review_mistakes_are_named(wrong, phrase):
+    assert_caught(check_vit_forward, wrong, phrase)
+
+
+def patchify_conv_identity(images, p):
+    c = images.shape[1]
+    eye = torch.eye(c * p * p, dtype=images.dtype, device=images.device).reshape(c * p * p, c, p, p)  # (Cpp, C, p, p)
+    return F.conv2d(images, eye, stride=p).flatten(2).transpose(1, 2)  # (B, N, C*p*p)
+
+
+def patchify_einsum(images, p):
+    b, c, h, w = images.shape
+    grid = images.reshape(b, c, h // p, p, w // p, p)  # (B, C, gh, p, gw, p)
+    return torch.einsum("bcipjq->bijcpq", grid).reshape(b, -1, c * p * p)  # (B, N, C*p*p)
+
+
+def vit_forward_with_pad(model, images):
+    x = F.pad(model.patch_embed(images), (0, 0, 1, 0))  # (B, N + 1, d): a zero row in front
+    x = x + F.pad(model.cls_token, (0, 0, 0, x.shape[1] - 1)) + model.pos_embed  # the class token in that row
+    x = torch.nn.Sequential(*model.blocks)(x)
+    return model.head(model.norm(x)).select(1, 0)
+
+
+def test_review_right_answers_pass():
+    assert check_patchify(patchify_conv_identity) is True
+    assert check_patchify(patchify_einsum) is True
+    assert check_image_patch_embedding(lambda x, w, b, p: torch.einsum("bnk,dk->bnd", _pf(x, p), w) + b) is True
+    assert check_vit_forward(vit_forward_with_pad) is True
+
+
+# A tensor made on the notebook's `device` instead of the inputs': "meta" stands in for CUDA on a CPU-only machine.
+_OTHER = "meta"
+
+
+@pytest.mark.parametrize(
+    "check, wrong",
+    [
+        (check_patchify, lambda x, p: torch.zeros(x.shape[0], 1, 1, dtype=x.dtype, device=_OTHER).expand(x.shape[0], -1, -1)),
+        (check_patchify, lambda x, p: _pf(x, p) + torch.zeros(1, dtype=x.dtype, device=_OTHER)),
+        (check_image_patch_embedding, lambda x, w, b, p: _pf(x, p) @ w.T + torch.zeros_like(b, device=_OTHER)),
+        (
+            check_vit_forward,
+            lambda m, x: torch.cat([torch.zeros(x.shape[0], 1, 12, dtype=x.dtype, device=_OTHER), m.patch_embed(x)], 1),
+        ),
+        (
+            check_position_similarity,
+            lambda m: torch.zeros(m.grid_size**2, m.grid_size, m.grid_size, dtype=m.pos_embed.dtype, device=_OTHER),
+        ),
+    ],
+)
+def test_a_tensor_made_on_another_device_is_named(check, wrong):
+    assert_caught(check, wrong, "device")

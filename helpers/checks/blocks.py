@@ -500,6 +500,15 @@ def _lr_mistakes(steps, d: int, w: int) -> dict[str, list[float]]:
         "min(step^-0.5, step * warmup_steps^-1.5) picks it": _lr_curve(steps, d, w, rise=lambda s, w: math.inf),
         "the steps are shifted by one (step + 1): the paper counts steps from 1, and the function receives that step "
         "as it is": _lr_curve(steps, d, w, shift=1),
+        "the warm-up branch rises to 1 at the peak (step / warmup_steps); it is step * warmup_steps^-1.5, which meets the "
+        "decay step^-0.5 at step = warmup_steps": _lr_curve(steps, d, w, rise=lambda s, w: s / w),
+        "the warm-up branch is off by one, (step + 1) * warmup_steps^-1.5: it is step * warmup_steps^-1.5, with the step "
+        "as it is (counted from 1)": _lr_curve(steps, d, w, rise=lambda s, w: (s + 1) * w**-1.5),
+        "the warm-up branch is off by one, (step - 1) * warmup_steps^-1.5 (0 at step 1): it is step * warmup_steps^-1.5, "
+        "with the step as it is (counted from 1)": _lr_curve(steps, d, w, rise=lambda s, w: (s - 1) * w**-1.5),
+        "the decay branch is off by one, (step + 1)^-0.5: it is step^-0.5, with the step as it is (counted from 1)": _lr_curve(
+            steps, d, w, decay=lambda s, w: (s + 1) ** -0.5
+        ),
     }
 
 
@@ -564,6 +573,11 @@ def check_transformer_lr(transformer_lr) -> None:
             else "the peak, at step = warmup_steps"
         )
         s, g, e = rows[0]
+        if got[0] == 0.0 and steps[0] == 1:
+            raise ExerciseFailed(
+                f"{label} is 0 at step 1: steps count from 1 and the function receives the step as it is, so the rate at "
+                f"step 1 is d_model^-0.5 * warmup_steps^-1.5 = {expected[0]:.6g}; subtract nothing from the step"
+            )
         raise ExerciseFailed(
             f"{label} differs from the paper's schedule at steps {[r[0] for r in rows]} ({part}): at step {s} you gave "
             f"{g:.6g}, expected {e:.6g}. The rate is d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), which "

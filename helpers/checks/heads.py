@@ -74,6 +74,8 @@ def _mistakes(q: Tensor, k: Tensor, heads: int) -> dict[str, Tensor | None]:
         / math.sqrt(heads),
         "divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; write d_k ** 0.5 or math.sqrt(d_k)": raw
         / (d_k / 2),
+        "divided by 2 * d_k: scores / d_k ** 1/2 divides by d_k and then by 2, since ** binds tighter than /; "
+        "write scores / d_k ** 0.5 or scores / math.sqrt(d_k)": raw / (2 * d_k),
         "you returned the attention weights (a softmax was applied); return the scaled scores, before any softmax": torch.softmax(
             raw / math.sqrt(d_k), dim=-1
         ),
@@ -134,11 +136,33 @@ def check_head_scores(head_scores) -> None:
                 f"{name}: the result is {out.dtype} for {dtype} inputs; keep the inputs' dtype (no .float() or .double())"
             )
         tol = 1e-10 if dtype == torch.float64 else 1e-5
+        if torch.isinf(out).any() and not torch.isinf(expected).any():
+            raise ExerciseFailed(
+                f"{name}: {int(torch.isinf(out).sum())} scores are -inf or inf: a mask was applied (masked_fill with "
+                "-inf), but this exercise has no mask; return every head's scaled scores, q . k / sqrt(d_k), unmasked "
+                "(the mask comes later, in the attention itself)"
+            )
         expect_close(out, expected, name, atol=tol, rtol=tol, mistakes=_mistakes(q.double(), k.double(), heads))
 
 
 def _columns(
-    x, w_q, w_k, w_v, w_o, heads, *, dim=0, scale=None, order="kq", use_wo="wo", rows="block", values="v", keys="k", softmax=True
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    heads,
+    *,
+    dim=0,
+    scale=None,
+    order="kq",
+    use_wo="wo",
+    rows="block",
+    values="v",
+    keys="k",
+    softmax=True,
+    scale_after=False,
+    causal=False,
 ):
     """Multi-head self-attention in the numerator (column) layout, with knobs that reproduce typical mistakes."""
     d_model = x.shape[0]
@@ -154,6 +178,11 @@ def _columns(
         else:
             q_i, k_i, v_i = w_q[r] @ x, w_keys[r] @ x, w_values[r] @ x  # (d_k, n) each
         scores = k_i.T @ q_i if order == "kq" else q_i.T @ k_i  # (n, n)
+        if causal:  # key j (row) hidden from query i (column) when j > i
+            scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).tril(-1), float("-inf"))
+        if scale_after:  # the softmax of the unscaled scores, then the scale
+            stacked.append(v_i @ (scale * torch.softmax(scores, dim=dim)))  # (d_k, n)
+            continue
         stacked.append(v_i @ (torch.softmax(scale * scores, dim=dim) if softmax else scale * scores))  # (d_k, n)
     h = torch.cat(stacked, dim=0)  # (h * d_k, n)
     return {"wo": w_o @ h, "none": h, "wo_t": w_o.T @ h}[use_wo]
@@ -242,5 +271,9 @@ def check_multi_head_columns(multi_head_columns) -> None:
             "divided by d_k instead of sqrt(d_k)": _columns(*args, heads, scale="d_k"),
             "divided by d_k / 2: d_k ** 1/2 is (d_k ** 1) / 2, since ** binds tighter than /; write d_k ** 0.5 or "
             "math.sqrt(d_k)": _columns(*args, heads, scale="half_d_k"),
+            "the scale 1/sqrt(d_k) is applied after the softmax (to the weights); it belongs inside, on the scores: "
+            "softargmax(K_i^T Q_i / sqrt(d_k)), so the columns of A_i still sum to 1": _columns(*args, heads, scale_after=True),
+            "a causal mask was applied: this exercise's self-attention is unmasked, every query sees every key; "
+            "leave out the masked_fill": _columns(*args, heads, causal=True),
         }
         expect_close(out, expected, name, atol=1e-10, rtol=1e-10, mistakes=mistakes)

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.checks._core import ExerciseFailed, call, exercise, expect_close, expect_tensor
+from helpers.checks._core import ExerciseFailed, call_attempt, exercise, expect_close, expect_tensor
 from helpers.models import lm as _lm
 from helpers.models.lm import apply_rope_complex, rope_angles
 
@@ -59,7 +59,7 @@ def _short(dtype: torch.dtype) -> str:
 def _call(fn: Callable, *args, what: str, hints: Mapping[str, str] | None = None):
     """``call``, with a hint appended to the error message of the learner's code when it contains a known phrase."""
     try:
-        return call(fn, *args, what=what)
+        return call_attempt(fn, *args, what=what)
     except ExerciseFailed as err:
         text = str(err)
         for phrase, hint in (hints or {}).items():
@@ -90,7 +90,7 @@ def _expect(
         expect_close(actual, expected, name, atol=atol, rtol=rtol, mistakes=mistakes, nonfinite_hint=nonfinite_hint)
     except ExerciseFailed as err:
         if low is not None and "differs from the reference" in str(err) and actual.shape == expected.shape:
-            error = (actual.detach().double() - expected.double()).abs().max().item()
+            error = (actual.detach().to("cpu", torch.float64) - expected.double()).abs().max().item()
             for low_dtype in _LOW:
                 low_error = (low(low_dtype).double() - expected.double()).abs().max().item()
                 if math.isfinite(error) and error <= 4 * low_error:
@@ -210,6 +210,8 @@ def _rms_mistakes(x: Tensor, w: Tensor, eps: float, small_eps_passed: bool = Fal
         "the gain `weight` is added instead of multiplied: x / rms * weight": x / torch.sqrt(ms + eps) + w,
         "the result is multiplied by the root mean square instead of divided by it": x * torch.sqrt(ms + eps) * w,
         "eps is added outside the square root: sqrt(mean(x**2) + eps), as nn.RMSNorm": x / (torch.sqrt(ms) + eps) * w,
+        "the gain is (1 + weight), the convention of some models (Gemma) that store the gain minus one: here `weight` "
+        "is the gain itself, x / rms * weight": _rms(x, w, eps) / w * (1 + w),
     }
     for constant in (1e-5, 1e-6, 1e-8):
         if constant != eps:
@@ -385,6 +387,16 @@ def _rope_mistakes(x: Tensor, angles: Tensor) -> dict[str, Tensor]:
         "x is returned unchanged: rotate each pair by its angle": x,
         "the two results of each pair are put back in swapped places: the first feature of a pair gets a cos - b sin, "
         "the second a sin + b cos": _interleave(even * sin + odd * cos, even * cos - odd * sin),
+        "the sign of the b sin term is wrong in the first feature: (a cos + b sin, a sin + b cos) is not a rotation (it "
+        "changes the pair's length); the rotated pair is (a cos - b sin, a sin + b cos)": _interleave(
+            even * cos + odd * sin, even * sin + odd * cos
+        ),
+        "the sign of the a sin term is wrong in the second feature: (a cos - b sin, -a sin + b cos) is not a rotation (it "
+        "changes the pair's length); the rotated pair is (a cos - b sin, a sin + b cos)": _interleave(
+            even * cos - odd * sin, odd * cos - even * sin
+        ),
+        "the angles were converted from degrees (torch.deg2rad, or * pi / 180): they are already in radians, use "
+        "angles.cos() and angles.sin() as they are": apply_rope_complex(x, angles * (math.pi / 180)),
     }
 
 
@@ -1098,6 +1110,10 @@ def _next_token_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None
         "this averages minus the probability of each target: the loss averages minus its LOG-probability, "
         "-log p": -log_probs.exp().mean(),
         "this is the perplexity, exp(loss): return the loss itself, the mean of -log p": (-log_probs.mean()).exp(),
+        "the loss is label-smoothed (label_smoothing=...): that is a training trick, not the next-token loss; use "
+        "F.cross_entropy's default, which asks for the target's probability alone": F.cross_entropy(
+            inputs.reshape(-1, inputs.shape[-1]), targets.reshape(-1), label_smoothing=0.1
+        ),
     }
 
 

@@ -122,6 +122,11 @@ def _split_shape_hint(got: tuple[int, ...], batch: int, n: int, heads: int, d_k:
             "the last two axes are swapped: the result should be (batch, heads, n, d_k), tokens before features "
             "(transposing x to (batch, d_model, n) before splitting gives this too: split first, then transpose(1, 2))"
         )
+    if got == (batch, d_k, heads, n):
+        return (
+            "transpose(1, 3) swaps the tokens with the features of each head; swap the tokens and the heads: "
+            "view as (batch, n, heads, d_k), then transpose(1, 2)"
+        )
     if got == (batch, d_k, n, heads):
         return "heads and d_k are swapped: the number of heads is `num_heads` and d_k = d_model // num_heads"
     if got == (batch * heads, n, d_k):

@@ -145,6 +145,13 @@ def _pe_sines_only(max_len: int, d_model: int, fn) -> Tensor:
 
 def _pe_generic(out: Tensor, expected: Tensor, name: str) -> str:
     """Say which rows (positions) and columns (features) differ, and whether even or odd features."""
+    got = out.detach().double().cpu()
+    if got.shape[1] >= 4 and torch.allclose(got[:, 0::2], got[:, :1].expand_as(got[:, 0::2]), atol=_PE_ATOL):
+        return (
+            f"{name}: every sin/cos pair has the same frequency (all the even features are equal, and all the odd ones): "
+            "the exponent must grow with the pair index i, angle = pos / 10000^(2i / d_model), so that pair 0 turns "
+            "fastest and the last pair slowest"
+        )
     diff = (out.detach().double() - expected).abs() > _PE_ATOL
     cols = torch.nonzero(diff.any(0)).flatten().tolist()
     rows = torch.nonzero(diff.any(1)).flatten().tolist()
@@ -546,6 +553,10 @@ def _bn_mistakes(x: Tensor, eps: float) -> dict[str, Tensor]:
         "that is nn.BatchNorm1d in eval mode with fresh running statistics (mean 0, variance 1), so x comes back almost "
         "unchanged; in training mode batch norm uses the statistics of the batch it is given (call .train(), or compute "
         "the mean and variance over axes (0, 1))": x / math.sqrt(1 + eps),
+        "the running statistics were used (nn.BatchNorm1d in eval mode after one training pass: running mean = 0.1 x the "
+        "batch mean, running variance = 0.9 + 0.1 x its unbiased variance, momentum 0.1); normalise with the statistics "
+        "of the batch itself, over axes (0, 1), as in training mode": (x - 0.1 * x.mean((0, 1), keepdim=True))
+        / torch.sqrt(0.9 + 0.1 * x.var((0, 1), keepdim=True, unbiased=True) + eps),
     }
 
 

@@ -22,7 +22,7 @@ from helpers.attention import AdditiveAttention
 from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
-    call,
+    call_attempt,
     dtype_tolerance,
     exercise,
     expect_close,
@@ -73,7 +73,7 @@ def _hinted(fn: Callable, what: str, hint: Callable[[Exception], str]) -> Callab
         except (NotImplementedError, ExerciseFailed, NotAttempted):
             raise
         except Exception as err:
-            extra = hint(err)
+            extra = hint(err) or _device_hint(err)
             if not extra:
                 raise
             raise ExerciseFailed(
@@ -81,7 +81,29 @@ def _hinted(fn: Callable, what: str, hint: Callable[[Exception], str]) -> Callab
             ) from None
 
     wrapped.__name__ = name
+    wrapped.__wrapped__ = fn  # call_attempt reads the student's source (partial work), not this wrapper's
     return wrapped
+
+
+def _expect_device(out: object, like: Tensor, what: str) -> None:
+    """A returned tensor must live where the inputs do (a learner on a GPU passes CUDA tensors)."""
+    if isinstance(out, Tensor) and out.device != like.device:
+        raise ExerciseFailed(
+            f"{what} came back on device {out.device}, but the inputs are on {like.device}: a tensor made inside your "
+            "function took another device (the notebook's `device`, or .cuda()); take it from the inputs, "
+            "device=src.device, or use torch.full_like / x.new_full"
+        )
+
+
+def _device_hint(err: Exception) -> str:
+    """PyTorch's complaint about tensors on two devices: a tensor made without the inputs' device."""
+    if re.search(r"on the same device|is not on the expected device|found at least two devices", str(err)):
+        return (
+            "Your code made a tensor on another device than its inputs (the notebook's `device`, or .cuda()): take the "
+            "device from the inputs, device=src.device (or h.device, weights.device), or build new tensors with "
+            "torch.full_like / x.new_full"
+        )
+    return ""
 
 
 def _is_tuple_mistake(message: str) -> bool:
@@ -122,6 +144,10 @@ def _shift_mistakes(tgt: Tensor) -> dict[str, Tensor]:
         "the first position holds <pad> instead of the start token <bos>": torch.cat([torch.full_like(bos, PAD), tgt[:, :-1]], 1),
         "the first position holds <eos> instead of the start token <bos>": torch.cat([torch.full_like(bos, EOS), tgt[:, :-1]], 1),
         "the target is shifted by two positions (an off-by-one): shift by exactly one": torch.cat([bos, bos, tgt[:, :-2]], 1),
+        "each row's <eos> was removed instead of the last position: the decoder input is <bos> followed by the target "
+        "without its last column, tgt[:, :-1], whatever token stands there (<eos> or <pad>)": torch.cat(
+            [bos, tgt[:, :-1]], 1
+        ).masked_fill(torch.cat([bos, tgt[:, :-1]], 1) == EOS, PAD),
     }
 
 
@@ -133,7 +159,9 @@ def check_shift_right(shift_right_fn) -> None:
         tgt = _random_targets(len(lengths), lengths)
         batch, n = tgt.shape
         what = f"tgt of shape {tuple(tgt.shape)}"
-        out = expect_tensor(call(_hinted(shift_right_fn, what, _shift_hint), tgt, what=what), "the decoder input")
+        out = call_attempt(_hinted(shift_right_fn, what, _shift_hint), tgt, what=what)
+        _expect_device(out, tgt, "the decoder input")
+        out = expect_tensor(out, "the decoder input")
         if out.shape == (batch, n + 1):
             raise ExerciseFailed(
                 f"the decoder input has {n + 1} positions for a target of {n}: <bos> was put in front but the last "
@@ -183,7 +211,10 @@ def check_source_padding_mask(mask_fn) -> None:
     for lengths in ([3, 6, 4, 2], [5, 1, 5]):  # one row of each batch is full length (no padding), one is all <eos>
         src = _random_targets(len(lengths), lengths)
         batch, m = src.shape
-        out = expect_tensor(call(mask_fn, src, what=f"src of shape {tuple(src.shape)}"), "the mask")
+        what = f"src of shape {tuple(src.shape)}"
+        out = call_attempt(_hinted(mask_fn, what, lambda err: ""), src, what=what)
+        _expect_device(out, src, "the mask")
+        out = expect_tensor(out, "the mask")
         real = src != PAD  # (batch, m)
         if out.dtype != torch.bool:
             kind = "a float" if out.is_floating_point() else "an integer"
@@ -385,11 +416,17 @@ def _greedy_variant(
     stop_on_any: bool = False,
     special: bool = True,
     batch_softmax: bool = False,
+    time_argmax: bool = False,
 ) -> Tensor:
     """Greedy decoding with one typical mistake switched on (the defaults are the right loop)."""
     state = model.encode(src)
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
     for _ in range(max_len if steps is None else steps):
+        if time_argmax:  # the argmax over the positions, dim=1 of (batch, t, vocab), then the last vocabulary entry
+            ys = torch.cat([ys, model.decode(ys, state).argmax(1)[:, -1:]], dim=1)
+            if bool((ys == EOS).any(1).all()):
+                break
+            continue
         logits = model.decode(ys, state)[:, position]  # (batch, vocab)
         if batch_softmax:
             logits = torch.softmax(logits, dim=0)
@@ -416,6 +453,10 @@ def _greedy_mistakes(model: nn.Module, src: Tensor, max_len: int, special: bool 
         "a softmax over the batch axis (dim=0) before the argmax mixes the sentences and changes which word wins; "
         "the most likely word is the argmax of the logits over the vocabulary (a softmax over dim=-1 would not "
         "change it, so none is needed)": _greedy_variant(model, src, max_len, batch_softmax=True, special=special),
+        "the argmax runs over the positions (dim=1 of the (batch, t, vocab) logits), so the 'word' is a position "
+        "index: take the last position first, then the argmax over the vocabulary, logits[:, -1].argmax(-1)": (
+            _greedy_variant(model, src, max_len, time_argmax=True)
+        ),
     }
 
 
@@ -455,6 +496,27 @@ def _rows_differing(out: Tensor, expected: Tensor) -> list[int]:
     return (~exact_matches(out, expected)).nonzero().flatten().tolist()
 
 
+def _check_short_max_len(decode_fn: Callable, model: nn.Module, src: Tensor, short: int = 2) -> None:
+    """Run again with a ``max_len`` that cuts every row short of its ``<eos>``: the loop must stop after max_len words."""
+    expected = greedy_decode(model, src, short)  # (batch, short): no row has ended yet
+    what = f"a small model, src {tuple(src.shape)}, max_len={short}"
+    with torch.no_grad():
+        out = call_attempt(_hinted(decode_fn, what, _greedy_hint), _Recorder(model, src), src.clone(), short, what=what)
+    _expect_device(out, src, f"the decoded tokens with max_len={short}")
+    out = expect_tensor(out, f"the decoded tokens with max_len={short}")
+    if out.dim() == 2 and out.shape[0] == src.shape[0] and out.shape[1] > short:
+        raise ExerciseFailed(
+            f"with max_len={short}, where no sentence has ended yet, {out.shape[1]} tokens per row came back: the loop "
+            f"runs {out.shape[1] - short} step(s) too many; run at most max_len steps, for _ in range(max_len), and "
+            "return the generated words without <bos>"
+        )
+    if out.dim() != 2 or out.shape[0] != src.shape[0] or _rows_differing(out.long(), expected):
+        raise ExerciseFailed(
+            f"with max_len={short}, where no sentence has ended yet, the rows differ from greedy decoding "
+            f"(shape {tuple(out.shape)}, expected {tuple(expected.shape)}): return the first max_len generated words of each row"
+        )
+
+
 @exercise("greedy decoding")
 def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     """Check ``greedy_decode(model, src, max_len) -> (batch, L)`` tokens without ``<bos>``, each row up to its ``<eos>``.
@@ -469,7 +531,8 @@ def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     expected = greedy_decode(model, src, max_len)  # (6, L)
     what = f"a small model, src {tuple(src.shape)}, max_len={max_len}"
     with torch.no_grad():
-        out = call(_hinted(decode_fn, what, _greedy_hint), recorder, src.clone(), max_len, what=what)
+        out = call_attempt(_hinted(decode_fn, what, _greedy_hint), recorder, src.clone(), max_len, what=what)
+    _expect_device(out, src, "the decoded tokens")
     out = expect_tensor(out, "the decoded tokens")
     if out.dim() == 2 and out.shape[0] == 1 < src.shape[0] and recorder.calls and all(r == [0] for r, _ in recorder.calls):
         raise ExerciseFailed(
@@ -492,6 +555,7 @@ def check_greedy_decode(decode_fn, max_len: int = _MAX_LEN) -> None:
     if bool((out[:, 0] == BOS).all()):
         raise ExerciseFailed("every row starts with <bos>: return the generated words only, ys[:, 1:]")
     if not _rows_differing(out, expected):
+        _check_short_max_len(decode_fn, model, src)
         return
     # wrong: say why, from what the loop fed the decoder, then from what each typical mistake returns
     for _, x in recorder.calls:
@@ -607,6 +671,10 @@ def _additive_mistakes(att: AdditiveAttention, s: Tensor, h: Tensor, mask: Tenso
         "the decoder state is missing from the score (W2 s): without it the weights are the same at every step": finish(
             score(torch.tanh(w1h))
         ),
+        "the score is a dot product of W1 h_i and W2 s (multiplicative, Luong-style attention); Bahdanau's additive "
+        "score adds them and goes through tanh and v: att.v(torch.tanh(att.W1(h) + att.W2(s).unsqueeze(1)))": finish(
+            (w1h * w2s).sum(-1)
+        ),
         f"{scaled} (here by sqrt(d_att))": finish(right / math.sqrt(_SIZES["d_att"])),
         f"{scaled} (here by sqrt(d_h))": finish(right / math.sqrt(_SIZES["d_h"])),
         f"{scaled} (here by sqrt(d_s))": finish(right / math.sqrt(_SIZES["d_s"])),
@@ -647,7 +715,7 @@ def _run_additive(attention_fn: Callable, dtype: torch.dtype) -> tuple[object, t
     what = f"s {tuple(s.shape)}, h {tuple(h.shape)}, mask {tuple(mask.shape)} ({str(dtype).replace('torch.', '')})"
     shortcut = "your function calls att(s, h), which computes the scores for you; write them with att.W1, att.W2, att.v"
     with torch.no_grad(), forbid_forward(att, shortcut):
-        result = call(_hinted(attention_fn, what, _additive_hint), att, s, h, mask, what=what)
+        result = call_attempt(_hinted(attention_fn, what, _additive_hint), att, s, h, mask, what=what)
     return result, inputs
 
 
@@ -734,6 +802,8 @@ def check_additive_attention(attention_fn) -> None:
     batch, m, _, d_h, _ = _SIZES.values()
     if not isinstance(result, tuple) or len(result) != 2:
         raise ExerciseFailed(f"return a pair (context, weights); got {type(result).__name__}")
+    for x, name in zip(result, ("context", "weights"), strict=True):
+        _expect_device(x, h, f"the {name}")
     context, weights = (expect_tensor(x, name) for x, name in zip(result, ("context", "weights"), strict=True))
     if tuple(context.shape) == (batch, m) and tuple(weights.shape) == (batch, d_h):
         raise ExerciseFailed("the pair is swapped: return (context, weights), the context (batch, d_h) first")
@@ -896,7 +966,7 @@ def check_alignment_accuracy(accuracy_fn) -> None:
     for batch, n, m, dtype in ((4, 7, 6, torch.float64), (3, 6, 6, torch.float32)):
         weights, align = _alignment_inputs(batch, n, m, dtype)
         what = f"weights of shape {(batch, n, m)} ({str(dtype).removeprefix('torch.')}) and align of shape {(batch, n)}"
-        got = call(_hinted(accuracy_fn, what, _alignment_hint), weights.clone(), align.clone(), what=what)
+        got = call_attempt(_hinted(accuracy_fn, what, _alignment_hint), weights.clone(), align.clone(), what=what)
         value = _as_share(got, batch, n)
         want = float(alignment_accuracy(weights, align))
         if math.isfinite(value) and abs(value - want) <= 1e-6:

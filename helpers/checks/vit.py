@@ -16,7 +16,7 @@ from torch import Tensor
 
 from helpers.checks._core import (
     ExerciseFailed,
-    call,
+    call_attempt,
     exercise,
     expect_close,
     expect_deterministic,
@@ -25,6 +25,29 @@ from helpers.checks._core import (
 )
 
 __all__ = ["check_patchify", "check_image_patch_embedding", "check_vit_forward", "check_position_similarity"]
+
+
+_DEVICE_ERROR = re.compile(r"on the same device|is not on the expected device|found at least two devices")
+
+
+def _name_the_device(err: ExerciseFailed) -> None:
+    """A failure that PyTorch reports as tensors on two devices: name its cause (a tensor made on another device)."""
+    if _DEVICE_ERROR.search(str(err)):
+        raise ExerciseFailed(
+            f"{str(err).rstrip('.')}. Your code made a tensor on another device than its inputs (the notebook's `device`, "
+            "or .cuda()): take the device from the inputs, device=images.device (or model.pos_embed.device), or "
+            "build new tensors with torch.zeros_like / x.new_zeros"
+        ) from None
+
+
+def _expect_device(out: object, like: Tensor, what: str) -> None:
+    """A returned tensor must live where the inputs do (a learner on a GPU passes CUDA tensors)."""
+    if isinstance(out, Tensor) and out.device != like.device:
+        raise ExerciseFailed(
+            f"{what} came back on device {out.device}, but the inputs are on {like.device}: a tensor made inside your "
+            "function took another device (the notebook's `device`, or .cuda()); take it from the inputs, "
+            "device=x.device, or use torch.zeros_like / x.new_zeros"
+        )
 
 
 # ---------------------------------------------------------------- patchify
@@ -164,6 +187,11 @@ def _expect_patch_shape(out: Tensor, images: Tensor, p: int, label: str, what: s
         problems.append(f"axis 0 (the batch) has size {got[0]}, expected {b}")
     if got[1] != n:
         problems.append(f"there are {got[1]} patches, expected (H/p) * (W/p) = ({h}/{p}) * ({w}/{p}) = {n}")
+        if got[1] in ((h // p - 1) * (w // p), (h // p) * (w // p - 1), (h // p - 1) * (w // p - 1)):
+            problems.append(
+                "one row or column of the grid is missing, an off-by-one: loop over range(H // p) and range(W // p), "
+                "and patch (i, j) is images[:, :, i*p:(i+1)*p, j*p:(j+1)*p]"
+            )
     if got[2] != size:
         problems.append(f"each patch vector has {got[2]} values, expected C * p * p = {c} * {p} * {p} = {size}")
     raise ExerciseFailed(f"with {label}: {what} have shape {got}, expected {(b, n, size)}: " + "; ".join(problems))
@@ -176,8 +204,9 @@ def check_patchify(patchify: Callable[[Tensor, int], Tensor]) -> None:
     for label, images, p in _patch_cases():
         original = images.clone()
         try:
-            out = call(patchify, images, p, what=label)
+            out = call_attempt(patchify, images, p, what=label)
         except ExerciseFailed as err:
+            _name_the_device(err)
             if passed_square_channels and images.shape[2] != images.shape[3]:
                 raise ExerciseFailed(
                     f"{str(err).split('. The sizes asked for')[0].rstrip('.')}; your patchify works for square images but "
@@ -191,6 +220,7 @@ def check_patchify(patchify: Callable[[Tensor, int], Tensor]) -> None:
                     "reshape to (B, C, H/p, p, W/p, p)"
                 ) from None
             raise
+        _expect_device(out, images, f"the patches for {label}")
         out = expect_tensor(out, f"patchify with {label}")
         if not torch.equal(images, original):
             raise ExerciseFailed(f"with {label}: patchify changed its input images in place; leave them untouched")
@@ -231,6 +261,9 @@ def _embed_mistakes(images: Tensor, weight: Tensor, bias: Tensor, p: int) -> dic
     mistakes = {
         "the bias is missing: add `bias` after multiplying by the weight": right - bias,
         "the bias is added twice": right + bias,
+        "a softmax was applied over the embedding's features; the patch embedding is linear, patches @ weight.T + bias": (
+            torch.softmax(right, dim=-1)
+        ),
         "the patch embedding is linear: there is no activation (GELU, ReLU, tanh) after the projection": F.gelu(right),
         "the patch embedding is linear: there is no ReLU after the projection": F.relu(right),
         "the patch embedding is linear: there is no tanh after the projection": torch.tanh(right),
@@ -320,22 +353,24 @@ def check_image_patch_embedding(patch_embedding: Callable[[Tensor, Tensor, Tenso
         bias = torch.randn(d, dtype=torch.float64)
         label = f"images {shape}, weight ({d}, {size}), bias ({d},), patch_size={p}"
         try:
-            out = call(patch_embedding, images, weight, bias, p, what=label)
+            out = call_attempt(patch_embedding, images, weight, bias, p, what=label)
         except ExerciseFailed as err:
+            _name_the_device(err)
             message = str(err)
             if any(phrase in message for phrase in _MATMUL_ERRORS):
                 raise ExerciseFailed(message + _embed_error_hint(message, size, d, p)) from None
             raise
+        _expect_device(out, images, f"the embeddings for {label}")
         expected = _embed_reference(images, weight, bias, p)
         if isinstance(out, Tensor) and out.shape == expected.shape:
-            same = call(patch_embedding, images, weight, bias, p, what=label)
+            same = call_attempt(patch_embedding, images, weight, bias, p, what=label)
             if isinstance(same, Tensor) and same.shape == out.shape and not torch.equal(same.detach(), out.detach()):
                 raise ExerciseFailed(
                     f"with {label}: the embeddings change from one call to the next on the same inputs: something random "
                     "runs inside (a new nn.Linear has fresh random weights each time); use the weight and bias you are "
                     "given, patches @ weight.T + bias"
                 )
-            again = call(patch_embedding, images, 2 * weight, bias + 1.0, p, what=label)
+            again = call_attempt(patch_embedding, images, 2 * weight, bias + 1.0, p, what=label)
             if isinstance(again, Tensor) and torch.allclose(again.detach().double(), out.detach().double()):
                 raise ExerciseFailed(
                     f"with {label}: the embeddings do not change when `weight` and `bias` change: use the weight and bias "
@@ -419,6 +454,18 @@ def _vit_variants(model, images: Tensor) -> dict[str, Tensor]:
         "the head reads token 1, the first patch; the class token was prepended, so it is token 0, x[:, 0]": model.head(
             model.norm(out)[:, 1]
         ),
+        "the class token was added to every patch embedding instead of prepended as a token of its own: "
+        "torch.cat([model.cls_token.expand(batch, -1, -1), patches], dim=1) makes N + 1 tokens": head_cls(
+            blocks(patches + model.cls_token + pos[:, 1:])
+        ),
+        "the class token was prepended twice: prepend one copy, torch.cat([cls, patches], dim=1), so that the tokens "
+        "match model.pos_embed's N + 1 rows": head_cls(
+            blocks(torch.cat([cls, cls, patches], 1) + torch.cat([pos[:, :1], pos], 1))
+        ),
+        "the class token was prepended twice (and the position embeddings padded to match): prepend one copy, "
+        "torch.cat([cls, patches], dim=1)": head_cls(blocks(torch.cat([cls, right_tokens], 1))),
+        "a softmax over the batch (dim=0) was applied to the output; return the logits themselves (F.cross_entropy "
+        "applies log-softmax itself, over the classes)": torch.softmax(head_cls(out), dim=0),
     }
     if len(model.blocks) > 1:
         variants["the blocks run in reverse order: apply them as they are listed, for block in model.blocks"] = head_cls(
@@ -480,9 +527,10 @@ def check_vit_forward(vit_forward: Callable) -> None:
         )
         try:
             with forbid_forward(model, shortcut):  # calling model.blocks(x) is caught by `call` (not the stub)
-                out = call(vit_forward, model, images, what=label)
-                again = call(vit_forward, model, images, what=label)
+                out = call_attempt(vit_forward, model, images, what=label)
+                again = call_attempt(vit_forward, model, images, what=label)
         except ExerciseFailed as err:
+            _name_the_device(err)
             message = str(err)
             if "Sizes of tensors must match" in message or "same number of dimensions" in message:
                 raise ExerciseFailed(message + _EXPAND_HINT) from None
@@ -493,6 +541,7 @@ def check_vit_forward(vit_forward: Callable) -> None:
                     "make a new token), then add model.pos_embed"
                 ) from None
             raise
+        _expect_device(out, images, "the logits")
         expect_deterministic(
             out,
             again,
@@ -594,8 +643,9 @@ def check_position_similarity(position_similarity: Callable) -> None:
         before = model.pos_embed.detach().clone()
         label = f"a ViT with a {grid} x {grid} grid of patches, pos_embed {tuple(before.shape)} ({dtype})"
         try:
-            out = call(position_similarity, model, what=label)
+            out = call_attempt(position_similarity, model, what=label)
         except ExerciseFailed as err:
+            _name_the_device(err)
             message = str(err)
             if f"input of size {(n + 1) ** 2}" in message:
                 raise ExerciseFailed(
@@ -613,6 +663,7 @@ def check_position_similarity(position_similarity: Callable) -> None:
                 "your function changed model.pos_embed in place (a `/=` or a method ending in `_` on a view of it): "
                 "compute new tensors and leave the model's parameters as they were"
             )
+        _expect_device(out, before, f"the similarities for {label}")
         out = expect_tensor(out, f"the similarities for {label}")
         expected = F.normalize(before.double()[0, 1:], dim=-1)  # (N, d)
         expected = (expected @ expected.T).reshape(n, grid, grid)  # (N, g, g)
