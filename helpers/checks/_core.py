@@ -59,6 +59,8 @@ __all__ = [
     "call_attempt",
     "more_than_the_stub",
     "expect_tensor",
+    "expect_device",
+    "device_mixup_hint",
     "expect_shape",
     "expect_finite",
     "expect_close",
@@ -343,6 +345,30 @@ def more_than_the_stub(fn: object) -> bool:
         if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) and not isinstance(s, ast.Pass)
     ]
     return not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0]))
+
+
+#: PyTorch's complaints about tensors on two devices (a GPU learner's tensor made without the inputs' device).
+DEVICE_ERROR = re.compile(r"on the same device|is not on the expected device|found at least two devices")
+_ELSEWHERE = "a tensor made inside your function took another device (the notebook's `device`, or .cuda())"
+
+
+def expect_device(out: object, like: Tensor, what: str, fix: str) -> None:
+    """A returned tensor must live where the inputs do (a learner on a GPU passes CUDA tensors); ``fix`` says how."""
+    if isinstance(out, Tensor) and out.device != like.device:
+        raise ExerciseFailed(
+            f"{what} came back on device {out.device}, but the inputs are on {like.device}: {_ELSEWHERE}; take it from "
+            f"the inputs, {fix}"
+        )
+
+
+def device_mixup_hint(err: BaseException, fix: str) -> str:
+    """The cause of PyTorch's "tensors on two devices" error, with ``fix``; "" for any other error."""
+    if DEVICE_ERROR.search(str(err)):
+        return (
+            "Your code made a tensor on another device than its inputs (the notebook's `device`, or .cuda()): take the "
+            f"device from the inputs, {fix}"
+        )
+    return ""
 
 
 def call_attempt(fn: Callable[..., Any], *args: Any, what: str | None = None, **kwargs: Any) -> Any:

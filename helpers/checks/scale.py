@@ -40,6 +40,7 @@ from helpers.checks._core import (
     expect_finite,
     expect_shape,
     expect_tensor,
+    more_than_the_stub,
 )
 from helpers.scale.flash import (
     attention_with_lse,
@@ -114,32 +115,9 @@ class _Runner:
         """After every case: a function that raised the stub on every input was not attempted, unless its body holds
         more than the stub (then one unfinished branch caught every input: partial work all the same)."""
         if self.stub_at is not None and not self.done:
-            if _more_than_the_stub(self.fn):
+            if more_than_the_stub(self.fn):
                 raise ExerciseFailed(self._partial(self.stub_at))
             raise NotAttempted(f"`{self.name}` still raises NotImplementedError: fill in its body")
-
-
-def _more_than_the_stub(fn: object) -> bool:
-    """Whether ``fn``'s body holds code besides its docstring and one ``raise NotImplementedError`` (False when its
-    source cannot be read: a lambda, a built-in)."""
-    import ast
-    import inspect
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))  # type: ignore[arg-type]
-    except (OSError, TypeError, SyntaxError, ValueError):
-        return False
-    defs = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if not defs:
-        return False
-    body = [
-        statement
-        for statement in defs[0].body
-        if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
-        and not isinstance(statement, ast.Pass)
-    ]
-    return not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0]))
 
 
 def _pair(result: object, names: tuple[str, str], what: str) -> tuple[Tensor, Tensor]:

@@ -23,9 +23,11 @@ from helpers.checks._core import (
     ExerciseFailed,
     NotAttempted,
     call_attempt,
+    device_mixup_hint,
     dtype_tolerance,
     exercise,
     expect_close,
+    expect_device,
     expect_tensor,
     forbid_forward,
     require_attempt,
@@ -86,24 +88,13 @@ def _hinted(fn: Callable, what: str, hint: Callable[[Exception], str]) -> Callab
 
 
 def _expect_device(out: object, like: Tensor, what: str) -> None:
-    """A returned tensor must live where the inputs do (a learner on a GPU passes CUDA tensors)."""
-    if isinstance(out, Tensor) and out.device != like.device:
-        raise ExerciseFailed(
-            f"{what} came back on device {out.device}, but the inputs are on {like.device}: a tensor made inside your "
-            "function took another device (the notebook's `device`, or .cuda()); take it from the inputs, "
-            "device=src.device, or use torch.full_like / x.new_full"
-        )
+    expect_device(out, like, what, "device=src.device, or use torch.full_like / x.new_full")
 
 
 def _device_hint(err: Exception) -> str:
-    """PyTorch's complaint about tensors on two devices: a tensor made without the inputs' device."""
-    if re.search(r"on the same device|is not on the expected device|found at least two devices", str(err)):
-        return (
-            "Your code made a tensor on another device than its inputs (the notebook's `device`, or .cuda()): take the "
-            "device from the inputs, device=src.device (or h.device, weights.device), or build new tensors with "
-            "torch.full_like / x.new_full"
-        )
-    return ""
+    return device_mixup_hint(
+        err, "device=src.device (or h.device, weights.device), or build new tensors with torch.full_like / x.new_full"
+    )
 
 
 def _is_tuple_mistake(message: str) -> bool:

@@ -17,9 +17,11 @@ from torch import Tensor
 from helpers.checks._core import (
     ExerciseFailed,
     call_attempt,
+    device_mixup_hint,
     exercise,
     expect_close,
     expect_deterministic,
+    expect_device,
     expect_tensor,
     forbid_forward,
 )
@@ -27,27 +29,18 @@ from helpers.checks._core import (
 __all__ = ["check_patchify", "check_image_patch_embedding", "check_vit_forward", "check_position_similarity"]
 
 
-_DEVICE_ERROR = re.compile(r"on the same device|is not on the expected device|found at least two devices")
+_VIT_DEVICE_FIX = "device=images.device (or model.pos_embed.device), or build new tensors with torch.zeros_like / x.new_zeros"
 
 
 def _name_the_device(err: ExerciseFailed) -> None:
     """A failure that PyTorch reports as tensors on two devices: name its cause (a tensor made on another device)."""
-    if _DEVICE_ERROR.search(str(err)):
-        raise ExerciseFailed(
-            f"{str(err).rstrip('.')}. Your code made a tensor on another device than its inputs (the notebook's `device`, "
-            "or .cuda()): take the device from the inputs, device=images.device (or model.pos_embed.device), or "
-            "build new tensors with torch.zeros_like / x.new_zeros"
-        ) from None
+    hint = device_mixup_hint(err, _VIT_DEVICE_FIX)
+    if hint:
+        raise ExerciseFailed(f"{str(err).rstrip('.')}. {hint}") from None
 
 
 def _expect_device(out: object, like: Tensor, what: str) -> None:
-    """A returned tensor must live where the inputs do (a learner on a GPU passes CUDA tensors)."""
-    if isinstance(out, Tensor) and out.device != like.device:
-        raise ExerciseFailed(
-            f"{what} came back on device {out.device}, but the inputs are on {like.device}: a tensor made inside your "
-            "function took another device (the notebook's `device`, or .cuda()); take it from the inputs, "
-            "device=x.device, or use torch.zeros_like / x.new_zeros"
-        )
+    expect_device(out, like, what, "device=x.device, or use torch.zeros_like / x.new_zeros")
 
 
 # ---------------------------------------------------------------- patchify

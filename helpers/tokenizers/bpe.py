@@ -394,14 +394,7 @@ def train_bpe(
         key = tie_break
     else:
         raise ValueError(f'tie_break must be "greatest", "huggingface" or a function of a pair, not {tie_break!r}')
-    word_list = list(words)
-    counts = [words[w] for w in word_list]
-    pair_counts: Counter[Pair] = Counter()
-    where: defaultdict[Pair, set[int]] = defaultdict(set)
-    for i, word in enumerate(word_list):
-        for pair in zip(word, word[1:], strict=False):
-            pair_counts[pair] += counts[i]
-            where[pair].add(i)
+    word_list, counts, pair_counts, where = _indexed_pairs(words)
     heap = [(-n, key(pair), pair) for pair, n in pair_counts.items() if n > 0]
     heapq.heapify(heap)
     merges: list[Pair] = []
@@ -426,10 +419,11 @@ def train_bpe(
     return merges
 
 
-def pair_counts_after(words: Mapping[Word, int], merges: Iterable[Pair]) -> Counter[Pair]:
-    """The pair counts a trainer sees after it has made ``merges`` on ``words`` (``word_counts(text)``): what it chose
-    from at the next step. Computed incrementally (``merge_pair_incremental``)."""
-    _check_training_input(words, 0)
+def _indexed_pairs(
+    words: Mapping[Word, int],
+) -> tuple[list[Word], list[int], Counter[Pair], defaultdict[Pair, set[int]]]:
+    """The incremental trainer's state: the words in order, their counts, each adjacent pair's count, and for each
+    pair the indices of the words that hold it."""
     word_list = list(words)
     counts = [words[w] for w in word_list]
     pair_counts: Counter[Pair] = Counter()
@@ -438,6 +432,14 @@ def pair_counts_after(words: Mapping[Word, int], merges: Iterable[Pair]) -> Coun
         for pair in zip(word, word[1:], strict=False):
             pair_counts[pair] += counts[i]
             where[pair].add(i)
+    return word_list, counts, pair_counts, where
+
+
+def pair_counts_after(words: Mapping[Word, int], merges: Iterable[Pair]) -> Counter[Pair]:
+    """The pair counts a trainer sees after it has made ``merges`` on ``words`` (``word_counts(text)``): what it chose
+    from at the next step. Computed incrementally (``merge_pair_incremental``)."""
+    _check_training_input(words, 0)
+    word_list, counts, pair_counts, where = _indexed_pairs(words)
     for pair in merges:
         merge_pair_incremental(tuple(pair), word_list, counts, pair_counts, where)  # type: ignore[arg-type]
     return Counter({p: n for p, n in pair_counts.items() if n > 0})
